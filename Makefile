@@ -1,0 +1,209 @@
+# Two builds of the same sources:
+#   CPU build  (build/cpu*):  every .cu through the SIMT emulator (kernels/sim/simcc);
+#                             always built; this is what `make test` runs without a GPU.
+#   CUDA build (build/cuda*): .cu through nvcc, linked with cudart and cuBLAS; built
+#                             whenever nvcc is found (GPU or not), run only on a GPU.
+# Targets: all (default), test, run, data, setup, clean. `make help` lists them.
+# Variables: CXX MPICXX NVCC CUDA_HOME CUDA_ARCH USE_DOUBLE=1 DEBUG=1 SANITIZE=1 NP_LIST
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := all
+.DELETE_ON_ERROR:
+# Build in parallel by default (2-core CI machines; nvcc is slow). `make -jN` overrides.
+MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 2)
+
+# ---- toolchain --------------------------------------------------------------
+CXX       ?= g++
+MPICXX    ?= mpicxx
+PYTHON    ?= python3
+MPIRUN    ?= mpirun
+NP_LIST   ?= 1 2 3 4
+# CUDA: from CUDA_HOME, else from the nvcc on PATH. Nothing absolute is assumed.
+NVCC_ON_PATH := $(shell command -v nvcc 2>/dev/null)
+CUDA_HOME ?= $(if $(NVCC_ON_PATH),$(patsubst %/bin/nvcc,%,$(NVCC_ON_PATH)),)
+NVCC      ?= $(if $(CUDA_HOME),$(CUDA_HOME)/bin/nvcc,nvcc)
+HAVE_NVCC := $(if $(wildcard $(NVCC)),yes,$(if $(shell command -v $(NVCC) 2>/dev/null),yes,))
+# Fat binary: SASS for each listed architecture, plus PTX of the newest for the future.
+CUDA_ARCH ?= 80 90
+CUDA_GENCODE := $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
+                -gencode arch=compute_$(lastword $(CUDA_ARCH)),code=compute_$(lastword $(CUDA_ARCH))
+NVTX_DIR  := $(if $(CUDA_HOME),$(wildcard $(CUDA_HOME)/include/nvtx3),)
+
+# ---- configuration -> build directory (configurations never share objects) ----
+CONFIG_TAG := $(if $(filter 1,$(USE_DOUBLE)),-double)$(if $(filter 1,$(DEBUG)),-debug)$(if $(filter 1,$(SANITIZE)),-san)
+BUILD     ?= build
+CPU_DIR   := $(BUILD)/cpu$(CONFIG_TAG)
+CUDA_DIR  := $(BUILD)/cuda$(CONFIG_TAG)
+
+DEFS     := -DOMPI_SKIP_MPICXX=1 -DMPICH_SKIP_MPICXX=1 $(if $(filter 1,$(USE_DOUBLE)),-DUSE_DOUBLE) $(if $(filter 1,$(DEBUG)),-DNN_DEBUG) \
+            $(if $(NVTX_DIR),-DNN_HAVE_NVTX)
+OPT      := $(if $(filter 1,$(DEBUG)),-O0 -g,-O2 -g)
+comma    := ,
+SANFLAGS := $(if $(filter 1,$(SANITIZE)),-fsanitize=address$(comma)undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+WARN     := -Wall -Wextra
+INCLUDES := -Isrc -Ikernels
+CXXFLAGS_COMMON := -std=c++20 $(OPT) $(WARN) $(DEFS) $(INCLUDES) -MMD -MP
+LIBS     := -larmadillo -lz -pthread
+
+# ---- sources --------------------------------------------------------------------
+HOST_SRCS   := $(sort $(filter-out src/main.cpp,$(wildcard src/*/*.cpp src/*.cpp)))
+KERNEL_SRCS := $(sort $(wildcard kernels/*.cu))
+TEST_SRCS   := $(sort $(wildcard tests/*.cpp tests/*/*.cpp))
+TEST_CU     := $(sort $(wildcard tests/*/*.cu))
+BENCH_SRCS  := $(sort $(wildcard bench/*.cpp))
+SIM_SRCS    := $(sort $(wildcard kernels/sim/runtime/*.cpp))
+
+obj = $(addprefix $(1)/obj/,$(addsuffix .o,$(basename $(2))))
+
+# ---- CPU (emulator) build ----------------------------------------------------------
+SIMCC        := kernels/sim/simcc
+CPU_NVTX_INC := $(if $(NVTX_DIR),-I$(CPU_DIR)/nvtx-include)
+CPU_CXXFLAGS := $(CXXFLAGS_COMMON) -DSIM_EMULATOR=1 -Ikernels/sim/include $(CPU_NVTX_INC) $(SANFLAGS) \
+                $(if $(filter 1,$(SANITIZE)),-DSIM_FIBER_UCONTEXT=1)
+CPU_HOST_OBJ := $(call obj,$(CPU_DIR),$(HOST_SRCS))
+CPU_KERN_OBJ := $(call obj,$(CPU_DIR),$(KERNEL_SRCS))
+CPU_TEST_OBJ := $(call obj,$(CPU_DIR),$(TEST_SRCS) $(TEST_CU))
+CPU_SIM_OBJ  := $(call obj,$(CPU_DIR),$(SIM_SRCS))
+CPU_LIB      := $(CPU_DIR)/libnn.a
+CPU_SIMLIB   := $(CPU_DIR)/libsim.a
+CPU_TRAIN    := $(CPU_DIR)/bin/nn_train
+CPU_TESTS    := $(CPU_DIR)/bin/nn_tests
+CPU_LDLIBS   := $(LIBS) -lboost_context $(SANFLAGS)
+
+# The emulator's view of NVTX: only the header-only nvtx3 directory, never the rest of
+# the CUDA include tree (its cuda_runtime.h must not shadow the emulator's).
+$(CPU_DIR)/nvtx-include/nvtx3:
+	@mkdir -p $(dir $@) && ln -sfn $(abspath $(NVTX_DIR)) $@
+
+$(CPU_DIR)/obj/%.o: %.cpp | setup $(if $(NVTX_DIR),$(CPU_DIR)/nvtx-include/nvtx3)
+	@mkdir -p $(dir $@)
+	$(MPICXX) $(CPU_CXXFLAGS) -c $< -o $@
+
+$(CPU_DIR)/obj/%.o: %.cu $(SIMCC) | setup $(if $(NVTX_DIR),$(CPU_DIR)/nvtx-include/nvtx3)
+	@mkdir -p $(dir $@)
+	CXX="$(MPICXX)" $(PYTHON) $(SIMCC) $(CPU_CXXFLAGS) -c $< -o $@
+
+$(CPU_SIM_OBJ): $(CPU_DIR)/obj/%.o: %.cpp | setup
+	@mkdir -p $(dir $@)
+	$(CXX) $(CPU_CXXFLAGS) -c $< -o $@
+
+$(CPU_LIB): $(CPU_HOST_OBJ) $(CPU_KERN_OBJ)
+	@rm -f $@ && ar rcs $@ $^
+$(CPU_SIMLIB): $(CPU_SIM_OBJ)
+	@rm -f $@ && ar rcs $@ $^
+
+$(CPU_TRAIN): $(CPU_DIR)/obj/src/main.o $(CPU_LIB) $(CPU_SIMLIB)
+	@mkdir -p $(dir $@)
+	$(MPICXX) $^ $(CPU_LDLIBS) -o $@
+
+# Each bench/*.cpp is one program, linked with the project library.
+CPU_BENCH := $(patsubst bench/%.cpp,$(CPU_DIR)/bin/%,$(BENCH_SRCS))
+$(CPU_BENCH): $(CPU_DIR)/bin/%: $(CPU_DIR)/obj/bench/%.o $(CPU_LIB) $(CPU_SIMLIB)
+	@mkdir -p $(dir $@)
+	$(MPICXX) $^ $(CPU_LDLIBS) -o $@
+
+$(CPU_TESTS): $(CPU_TEST_OBJ) $(CPU_LIB) $(CPU_SIMLIB)
+	@mkdir -p $(dir $@)
+	$(MPICXX) $^ -lgtest $(CPU_LDLIBS) -o $@
+
+# ---- CUDA build ----------------------------------------------------------------------
+CUDA_CXXFLAGS := $(CXXFLAGS_COMMON) -I$(CUDA_HOME)/include
+NVCCFLAGS     := -std=c++20 $(if $(filter 1,$(DEBUG)),-G -O0,-O3 -lineinfo) $(DEFS) $(INCLUDES) \
+                 -I$(CUDA_HOME)/include $(CUDA_GENCODE) -ccbin $(CXX) -MMD -MP \
+                 -Xcompiler "$(WARN)" $(NVCC_EXTRA)
+CUDA_HOST_OBJ := $(call obj,$(CUDA_DIR),$(HOST_SRCS))
+CUDA_KERN_OBJ := $(call obj,$(CUDA_DIR),$(KERNEL_SRCS))
+CUDA_TEST_OBJ := $(call obj,$(CUDA_DIR),$(TEST_SRCS) $(TEST_CU))
+CUDA_LIB      := $(CUDA_DIR)/libnn.a
+CUDA_TRAIN    := $(CUDA_DIR)/bin/nn_train
+CUDA_TESTS    := $(CUDA_DIR)/bin/nn_tests
+CUDA_LDLIBS   := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart $(LIBS)
+
+$(CUDA_DIR)/obj/%.o: %.cpp | setup
+	@mkdir -p $(dir $@)
+	$(MPICXX) $(CUDA_CXXFLAGS) -c $< -o $@
+
+$(CUDA_DIR)/obj/%.o: %.cu | setup
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+$(CUDA_LIB): $(CUDA_HOST_OBJ) $(CUDA_KERN_OBJ)
+	@rm -f $@ && ar rcs $@ $^
+
+$(CUDA_TRAIN): $(CUDA_DIR)/obj/src/main.o $(CUDA_LIB)
+	@mkdir -p $(dir $@)
+	$(MPICXX) $^ $(CUDA_LDLIBS) -o $@
+
+CUDA_BENCH := $(patsubst bench/%.cpp,$(CUDA_DIR)/bin/%,$(BENCH_SRCS))
+$(CUDA_BENCH): $(CUDA_DIR)/bin/%: $(CUDA_DIR)/obj/bench/%.o $(CUDA_LIB)
+	@mkdir -p $(dir $@)
+	$(MPICXX) $^ $(CUDA_LDLIBS) -o $@
+
+$(CUDA_TESTS): $(CUDA_TEST_OBJ) $(CUDA_LIB)
+	@mkdir -p $(dir $@)
+	$(MPICXX) $^ -lgtest $(CUDA_LDLIBS) -o $@
+
+# ---- top-level targets -----------------------------------------------------------------
+.PHONY: all cpu cuda test test-cpu test-cuda run data setup clean help
+
+cpu: $(CPU_TRAIN) $(CPU_TESTS) $(CPU_BENCH)
+cuda: $(CUDA_TRAIN) $(CUDA_TESTS) $(CUDA_BENCH)
+# The CUDA build is part of `all` whenever nvcc exists, so CI proves it compiles and links.
+all: cpu $(if $(HAVE_NVCC),cuda)
+	@$(if $(HAVE_NVCC),,echo "note: nvcc not found (set CUDA_HOME or PATH): CUDA build skipped, emulator build only")
+
+# Setup checks every dependency once (and installs what is missing on Debian as root);
+# the stamp makes a second run do nothing until the script changes.
+SETUP_STAMP := $(BUILD)/.setup-done
+setup: $(SETUP_STAMP)
+$(SETUP_STAMP): .ci/setup.sh
+	@bash .ci/setup.sh
+	@mkdir -p $(dir $@) && touch $@
+
+# Open MPI refuses root without these, and needs --oversubscribe for 4 ranks on 2 cores.
+MPI_ENV := $(if $(filter 0,$(shell id -u)),OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)
+MPIRUN_FLAGS ?= --oversubscribe
+# Each rank count runs under a different emulator thread order, so one `make test`
+# covers forward, reverse and seeded-random schedules (tests that depend on the order
+# also loop over all three themselves).
+GPU_VISIBLE = $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
+
+# test-cpu then test-cuda, in that order even under -j.
+test: all
+	@$(MAKE) --no-print-directory -j1 test-cpu
+	@$(if $(HAVE_NVCC),$(MAKE) --no-print-directory -j1 test-cuda)
+test-cpu: cpu
+	@set -e; for np in $(NP_LIST); do \
+	  case $$np in 1) order=forward;; 2) order=reverse;; *) order=random;; esac; \
+	  echo "== $(CPU_TESTS) (emulator) at $$np MPI rank(s), SIM_ORDER=$$order SIM_SEED=$$np =="; \
+	  $(MPI_ENV) SIM_ORDER=$$order SIM_SEED=$$np $(MPIRUN) $(MPIRUN_FLAGS) -np $$np $(CPU_TESTS) $(TEST_ARGS); \
+	done
+test-cuda: cuda
+	@if [ "$(GPU_VISIBLE)" = yes ]; then \
+	  for np in $(NP_LIST); do echo "== $(CUDA_TESTS) (GPU) at $$np MPI rank(s) =="; \
+	    $(MPI_ENV) $(MPIRUN) $(MPIRUN_FLAGS) -np $$np $(CUDA_TESTS) $(TEST_ARGS) || exit 1; done; \
+	else echo "== no GPU visible: CUDA test binary built ($(CUDA_TESTS)) but not run =="; fi
+
+# `make run`: train on whatever `make data` found (MNIST, or Fashion-MNIST offline).
+RUN_ARGS ?=
+run: all data
+	@if [ "$(HAVE_NVCC)" = yes ] && [ "$(GPU_VISIBLE)" = yes ]; then bin=$(CUDA_TRAIN); else bin=$(CPU_TRAIN); fi; \
+	echo "== $$bin --data data/current $(RUN_ARGS) =="; \
+	$(MPI_ENV) $$bin --data data/current $(RUN_ARGS)
+
+data:
+	@bash data/get_mnist.sh
+
+clean:
+	rm -rf $(BUILD)
+
+help:
+	@echo "make [all]   build the emulator (CPU) build, and the CUDA build if nvcc exists"
+	@echo "make test    run the gtest suite at 1-4 MPI ranks (emulator; also CUDA on a GPU)"
+	@echo "make run     get data and train (RUN_ARGS='--epochs 3 ...')"
+	@echo "make data    download MNIST, or fall back to Debian's Fashion-MNIST offline"
+	@echo "make setup   check/install dependencies"
+	@echo "make clean   remove $(BUILD)/"
+	@echo "variables: USE_DOUBLE=1 DEBUG=1 SANITIZE=1 CUDA_HOME= CUDA_ARCH='80 90' NP_LIST='1 2'"
+
+-include $(shell find $(CPU_DIR) $(CUDA_DIR) -name '*.d' 2>/dev/null)

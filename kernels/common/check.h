@@ -1,0 +1,55 @@
+// One error idiom for the whole project: CUDA_CHECK / CUBLAS_CHECK throw with file:line,
+// CUDA_CHECK_NOTHROW prints (for destructors), CHECK_LAUNCH checks a kernel launch.
+// The same code compiles in the CUDA build and in the emulator build (kernels/sim).
+#pragma once
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+
+#include <cuda_runtime.h>
+
+namespace nn {
+
+// An internal fault (a CUDA or library error): the job aborts, unlike a user error.
+struct InternalError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// A user error (bad file, bad flag): one clear line on rank 0, non-zero exit everywhere.
+struct UserError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+[[noreturn]] inline void throw_cuda(cudaError_t e, const char* what, const char* file, int line) {
+  throw InternalError(std::string(file) + ":" + std::to_string(line) + ": " + what + ": " +
+                      cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
+}
+
+}  // namespace nn
+
+#define CUDA_CHECK(call)                                                   \
+  do {                                                                     \
+    cudaError_t nn_err_ = (call);                                          \
+    if (nn_err_ != cudaSuccess) ::nn::throw_cuda(nn_err_, #call, __FILE__, __LINE__); \
+  } while (0)
+
+// For destructors and other places that must not throw.
+#define CUDA_CHECK_NOTHROW(call)                                                     \
+  do {                                                                               \
+    cudaError_t nn_err_ = (call);                                                    \
+    if (nn_err_ != cudaSuccess)                                                      \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,             \
+                   cudaGetErrorString(nn_err_));                                     \
+  } while (0)
+
+// Every launch is checked for configuration errors; only DEBUG builds also wait for
+// the kernel (so asynchronous faults surface at the launch that caused them).
+#ifdef NN_DEBUG
+#define CHECK_LAUNCH(name)                 \
+  do {                                     \
+    CUDA_CHECK(cudaGetLastError());        \
+    CUDA_CHECK(cudaDeviceSynchronize());   \
+  } while (0)
+#else
+#define CHECK_LAUNCH(name) CUDA_CHECK(cudaGetLastError())
+#endif
