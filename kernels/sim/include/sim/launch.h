@@ -1,0 +1,200 @@
+// Kernel launches and __shared__ memory as simcc rewrites them:
+//   k<<<g, b, shmem, stream>>>(args)  ->  ::sim::launch(SIM_KREF(k), "k", __FILE__, __LINE__, g, b, shmem, stream)(args)
+//   __shared__ T a[N];                ->  static ::sim::SharedSite s{...}; auto& a = *s.get<T[N]>();
+// Runtime side: runtime/pool.cpp (launch) and runtime/block.cpp (shared). Tested by tests/sim.
+#pragma once
+#include <atomic>
+#include <cstddef>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include "device.h"
+#include "runtime_api.h"
+
+namespace sim {
+struct SharedSite;
+
+namespace detail {
+struct LaunchParams {
+  const char* name;  // the kernel expression as written at the launch
+  const char* file;
+  int line;
+  dim3 grid, block;
+  size_t shmem;
+  cudaStream_t stream;
+  const void* fn;  // the kernel's address; null when it is only known through deduction
+};
+// false: the launch must not run (invalid configuration or sticky error; last error set)
+bool launch_prepare(LaunchParams& p);
+bool check_pointer_arg(const LaunchParams& p, int index, const void* ptr, const char* type_name);
+void launch_execute(const LaunchParams& p, void (*invoke)(void*), void* state);
+void* shared_alloc(SharedSite* site, size_t bytes, size_t align);
+void* dynamic_shared_base();
+
+template <class T>
+inline constexpr bool is_data_pointer_v =
+    std::is_pointer_v<T> && !std::is_function_v<std::remove_pointer_t<T>>;
+
+// "... [with T = float*]": the type's name without RTTI (the runtime cuts it out).
+template <class T>
+inline const char* type_name() { return __PRETTY_FUNCTION__; }
+
+template <class T>
+inline bool check_one(const LaunchParams& p, int index, const T& v) {
+  if constexpr (is_data_pointer_v<T>)
+    return check_pointer_arg(p, index, (const void*)v, type_name<T>());
+  else
+    return true;
+}
+template <class Tuple, size_t... I>
+inline bool check_args(const LaunchParams& p, const Tuple& t, std::index_sequence<I...>) {
+  bool ok = true;
+  ((ok = ok && check_one<std::tuple_element_t<I, Tuple>>(p, int(I) + 1, std::get<I>(t))), ...);
+  return ok;
+}
+
+// Launch of a kernel template whose arguments are deduced from the call (or an
+// overloaded kernel, or a call that relies on default arguments): arguments are
+// stored decayed and each thread calls the kernel through `call`.
+template <class L>
+struct DeferredLaunch {
+  L call;
+  LaunchParams lp;
+  template <class... A>
+  void operator()(A&&... a) {
+    if (!launch_prepare(lp)) return;
+    using Tuple = std::tuple<std::decay_t<A>...>;
+    Tuple t{std::forward<A>(a)...};
+    if (!check_args(lp, t, std::index_sequence_for<A...>{})) return;
+    struct State {
+      L* call;
+      Tuple* t;
+    } st{&call, &t};
+    launch_execute(
+        lp, [](void* s) { auto* x = static_cast<State*>(s); std::apply(*x->call, *x->t); }, &st);
+  }
+};
+
+struct NoCall {};
+
+// Launch of a kernel whose parameter types are known: arguments are converted to
+// the parameter types once, at the call, exactly like a CUDA launch. With fewer
+// arguments than parameters (default arguments) it goes through `call`.
+template <class L, class... P>
+struct KernelLaunch {
+  void (*fn)(P...);
+  L call;
+  LaunchParams lp;
+  void operator()(P... args) {
+    if (!launch_prepare(lp)) return;
+    std::tuple<P...> t{std::move(args)...};
+    if (!check_args(lp, t, std::index_sequence_for<P...>{})) return;
+    struct State {
+      void (*fn)(P...);
+      std::tuple<P...>* t;
+    } st{fn, &t};
+    launch_execute(
+        lp, [](void* s) { auto* x = static_cast<State*>(s); std::apply(x->fn, *x->t); }, &st);
+  }
+  template <class... A, class LL = L,
+            std::enable_if_t<sizeof...(A) != sizeof...(P) && !std::is_same_v<LL, NoCall>, int> = 0>
+  void operator()(A&&... a) {
+    DeferredLaunch<L>{call, lp}(std::forward<A>(a)...);
+  }
+};
+
+// What SIM_KREF(k) produces: the kernel's address (or nullptr when the name does
+// not resolve to one function without the call's arguments) and a generic callable.
+template <class F, class L>
+struct KernelRef {
+  F fn;
+  L call;
+};
+template <class F, class L>
+inline KernelRef<F, L> make_kref(F f, L l) { return KernelRef<F, L>{f, l}; }
+
+template <class D, class... P>
+constexpr auto fnptr(void (*f)(P...)) { return f; }
+}  // namespace detail
+
+// ::sim::launch(kernel, "name", __FILE__, __LINE__, grid, block[, shmem[, stream]])(args...)
+template <class... P>
+inline detail::KernelLaunch<detail::NoCall, P...> launch(void (*fn)(P...), const char* name,
+                                                         const char* file, int line, dim3 grid,
+                                                         dim3 block, size_t shmem = 0,
+                                                         cudaStream_t stream = nullptr) {
+  return {fn, {}, {name, file, line, grid, block, shmem, stream, reinterpret_cast<const void*>(fn)}};
+}
+template <class L, class... P>
+inline detail::KernelLaunch<L, P...> launch(detail::KernelRef<void (*)(P...), L> k,
+                                            const char* name, const char* file, int line,
+                                            dim3 grid, dim3 block, size_t shmem = 0,
+                                            cudaStream_t stream = nullptr) {
+  return {k.fn, k.call,
+          {name, file, line, grid, block, shmem, stream, reinterpret_cast<const void*>(k.fn)}};
+}
+template <class L>
+inline detail::DeferredLaunch<L> launch(detail::KernelRef<std::nullptr_t, L> k, const char* name,
+                                        const char* file, int line, dim3 grid, dim3 block,
+                                        size_t shmem = 0, cudaStream_t stream = nullptr) {
+  return {k.call, {name, file, line, grid, block, shmem, stream, nullptr}};
+}
+
+// A __shared__ declaration site: its storage is allocated per block, on first use.
+struct SharedSite {
+  const char* file = "?";
+  int line = 0;
+  const char* name = "?";
+  std::atomic<int> id{-1};  // index into the block's slot table, assigned on first use
+  constexpr SharedSite() = default;
+  constexpr SharedSite(const char* f, int l, const char* n) : file(f), line(l), name(n) {}
+  template <class T, size_t Align = 0>
+  T* get() {
+    int i = id.load(std::memory_order_acquire);
+    detail::BlockPub* b = detail::tl_block;
+    if (i >= 0 && b && unsigned(i) < b->nslots) {
+      if (void* p = b->slots[i]) return static_cast<T*>(p);
+    }
+    constexpr size_t a = Align ? Align : (alignof(T) > 16 ? alignof(T) : 16);
+    return static_cast<T*>(detail::shared_alloc(this, sizeof(T), a));
+  }
+};
+
+// extern __shared__ T name[];  ->  auto name = ::sim::dynamic_shared<T>();
+template <class T>
+inline T* dynamic_shared() { return static_cast<T*>(detail::dynamic_shared_base()); }
+
+// File-scope `extern __shared__ T name[];` becomes a DynamicSharedRef<T>.
+template <class T>
+struct DynamicSharedRef {
+  T* get() const { return dynamic_shared<T>(); }
+  operator T*() const { return get(); }
+  template <class U>
+  explicit operator U*() const { return reinterpret_cast<U*>(get()); }
+  T& operator[](std::ptrdiff_t i) const { return get()[i]; }
+  T* operator+(std::ptrdiff_t i) const { return get() + i; }
+  T& operator*() const { return *get(); }
+};
+// File-scope `__shared__ T name[N]...;` becomes a SharedArrayRef<T[N]...>.
+template <class A>
+struct SharedArrayRef {
+  SharedSite site;
+  using E = std::remove_extent_t<A>;
+  A& array() { return *site.get<A>(); }
+  E& operator[](std::ptrdiff_t i) { return array()[i]; }
+  operator E*() { return array(); }
+};
+}  // namespace sim
+
+// The kernel expression of a launch: its address when it names exactly one
+// function, and a generic callable that lets a call deduce the kernel.
+#define SIM_KREF(...)                                                          \
+  ([&]<class SimD_ = void>() {                                                 \
+    auto sim_call_ = [&](auto&&... sim_a_) {                                   \
+      (__VA_ARGS__)(static_cast<decltype(sim_a_)&&>(sim_a_)...);               \
+    };                                                                         \
+    if constexpr (requires { ::sim::detail::fnptr<SimD_>(__VA_ARGS__); })      \
+      return ::sim::detail::make_kref(::sim::detail::fnptr<SimD_>(__VA_ARGS__), sim_call_); \
+    else                                                                       \
+      return ::sim::detail::make_kref(nullptr, sim_call_);                     \
+  }())

@@ -1,0 +1,28 @@
+// Emulator-only control API (schedule order, fault mode, workers, statistics).
+// Implemented in runtime/api.cpp and runtime/pool.cpp; tests/sim uses it to
+// record faults instead of aborting and to replay schedules.
+#pragma once
+#include <string>
+
+namespace sim {
+enum class Order { Forward, Reverse, Random };
+enum class FaultMode { Abort, Record };
+
+void set_order(Order o, unsigned long long seed = 1);  // overrides SIM_ORDER/SIM_SEED at run time
+Order order();
+unsigned long long seed();
+std::string describe_schedule();  // e.g. "order=random seed=7 workers=1"
+
+void set_fault_mode(FaultMode m);
+FaultMode fault_mode();
+std::string last_fault();  // "" if none since the last reset()
+void reset();              // same as cudaDeviceReset()
+
+void set_workers(int n);  // resize the worker pool at run time (tests)
+int workers();
+
+struct Stats {
+  unsigned long long launches, blocks, threads, barriers, fiber_switches;
+};
+Stats stats();  // counters since program start
+}  // namespace sim

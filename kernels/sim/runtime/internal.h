@@ -1,0 +1,249 @@
+// Private declarations shared by the emulator runtime's .cpp files: per-thread and
+// per-block records, the Worker (one per OS thread that runs blocks, owning its
+// fibers), global settings and fault reporting. Exercised by tests/sim.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <set>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+#include "sim/cuda_sim.h"
+
+#if SIM_FIBER_UCONTEXT
+#include <ucontext.h>
+#else
+#include <boost/context/detail/fcontext.hpp>
+#endif
+
+#if defined(__SANITIZE_ADDRESS__)
+#define SIM_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SIM_ASAN 1
+#endif
+#endif
+
+struct CUstream_st {
+  unsigned flags;
+};
+struct CUevent_st {
+  unsigned flags;
+  bool recorded;
+  std::chrono::steady_clock::time_point t;
+};
+
+
+namespace sim::detail {
+
+std::string strf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+constexpr int kMaxThreads = 1024;
+constexpr size_t kDefaultSmem = 49152;   // sharedMemPerBlock
+constexpr size_t kOptinSmem = 232448;    // sharedMemPerBlockOptin (227 KiB)
+
+enum ThreadState : uint8_t { kReady, kAtBarrier, kAtWarp, kExited, kFaulted };
+
+struct ThreadCtx : ThreadPub {
+  uint8_t state;
+  uint8_t bar_kind;  // 0 __syncthreads, 1 _count, 2 _and, 3 _or
+  int pred;
+  Site site;  // barrier or warp-op call site
+  int wkind;
+  unsigned wmask;
+  int wparam, wwidth;
+  unsigned wsize;
+  unsigned long long wvalue, result;
+};
+
+struct WarpGroup {  // lanes that have arrived at one warp op (same kind, mask, site)
+  unsigned mask, arrived;
+  int kind;
+  unsigned size;
+  Site site;
+};
+struct WarpState {
+  unsigned exist, exited;
+  int ngroups;
+  WarpGroup groups[32];
+};
+
+struct Launch {  // one kernel launch, shared by all workers
+  void (*invoke)(void*);
+  void* state;
+  dim3 grid, block;
+  unsigned nthreads;
+  unsigned long long nblocks;
+  size_t dyn_bytes, smem_limit;
+  const char* name;
+  const char* file;
+  int line;
+  Order order;
+  unsigned long long seed, index;
+  std::vector<unsigned> perm;  // block order in random mode
+  std::atomic<unsigned long long> next{0};
+  std::atomic<bool> aborted{false};
+  std::atomic<int> refused{0};            // cudaError_t of a launch refused while running
+  std::atomic<size_t> max_static{0};      // largest static __shared__ use of a block
+  unsigned long long block_at(unsigned long long i) const;
+};
+
+// Thrown by a fault found inside a fiber (FaultMode::Record): unwinds the kernel's
+// frames back to Worker::run_thread, so nothing the fiber owns leaks.
+struct FiberAbort {};
+
+struct Fiber {
+#if SIM_FIBER_UCONTEXT
+  ucontext_t uc;
+#else
+  boost::context::detail::fcontext_t fc = nullptr;
+#endif
+  void* fake_stack = nullptr;  // AddressSanitizer's fake stack of this fiber
+  char* map = nullptr;         // mmap'd region, guard page first
+  size_t map_size = 0;
+  char* stack_lo = nullptr;
+  size_t stack_size = 0;
+};
+
+struct BlockCtx : BlockPub {
+  size_t static_bytes = 0;
+  std::vector<void*> slot_store;
+  std::vector<int> used_slots;
+};
+
+struct Worker {
+  Worker();
+  ~Worker();
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  // --- scheduler side (block.cpp) ---
+  void run_block(Launch& L, unsigned long long b);
+  // --- fiber side ---
+  [[noreturn]] void fiber_fault(cudaError_t err, const std::string& msg);
+  unsigned long long warp_arrive(Site s, int kind, unsigned mask, unsigned long long v,
+                                 unsigned size, int param, int width);
+  std::string where() const;  // "kernel 'k' (launched at f:l), block (x,y,z)"
+
+  // --- fibers (fiber.cpp) ---
+  void ensure_fibers(int n);
+  void reset_fiber(int i);
+  inline void resume(int i);  // scheduler -> fiber i, until it yields
+  inline void yield();        // fiber -> scheduler
+  void run_thread();          // body of a fiber: run the kernel for ctx[cur]
+
+  // state of the block being run
+  Launch* L = nullptr;
+  bool in_block = false;
+  bool failed = false;
+  int cur = -1;
+  unsigned n = 0;
+  std::unique_ptr<ThreadCtx[]> ctx;
+  std::unique_ptr<WarpState[]> warps;
+  BlockCtx block;
+  std::unique_ptr<int[]> ready, list;
+  int nready = 0;
+  bool ready_sorted = true;
+  unsigned long long rng = 1;
+
+  // fibers
+  std::unique_ptr<Fiber[]> fibers;
+  int nfibers = 0;
+#if SIM_FIBER_UCONTEXT
+  ucontext_t sched_uc;
+#else
+  boost::context::detail::fcontext_t sched_fc = nullptr;
+#endif
+  void* sched_fake = nullptr;
+  const void* sched_stack_lo = nullptr;
+  size_t sched_stack_size = 0;
+
+  // statistics, flushed to the global counters after each block
+  unsigned long long n_switches = 0, n_barriers = 0;
+
+ private:
+  void schedule();
+  bool release_barrier(int nexit);
+  void release_fast(Site s);
+  void on_exit(int t);
+  void complete(int warp, const WarpGroup& g, int self);
+  void deadlock_fault();
+  void fault_here(cudaError_t err, const std::string& msg);  // scheduler side
+  void free_block_memory();
+};
+
+inline bool same_site(Site a, Site b) {
+  return a.line == b.line && (a.file == b.file || std::strcmp(a.file, b.file) == 0);
+}
+inline std::string tid_str(const ThreadCtx& c) {
+  return strf("(%u,%u,%u)", c.thread_idx.x, c.thread_idx.y, c.thread_idx.z);
+}
+[[noreturn]] void outside_kernel(const char* what, Site s);
+
+extern __thread Worker* tl_worker;
+Worker* this_worker();  // the calling OS thread's worker, created on first use
+
+// ---- global state (state.cpp) ----
+struct Settings {
+  Order order = Order::Random;
+  unsigned long long seed = 1;
+  FaultMode fault_mode = FaultMode::Abort;
+  int workers = 1;
+  size_t stack_bytes = 256 * 1024;
+};
+Settings& settings();
+struct Global {  // process-wide emulator state
+  std::mutex m;
+  Settings s;
+  std::atomic<int> sticky{0};
+  std::string last_fault;
+  std::atomic<unsigned long long> launch_index{0};
+  std::atomic<unsigned long long> launches{0}, blocks{0}, threads{0}, barriers{0}, switches{0};
+  std::map<const void*, int> dyn_limits;     // cudaFuncAttributeMaxDynamicSharedMemorySize
+  std::map<std::string, size_t> static_smem;  // largest static __shared__ use seen, by kernel
+  std::map<int, size_t> limits;
+  std::set<CUstream_st*> streams;
+  std::set<CUevent_st*> events;
+
+  Global();  // reads SIM_ORDER, SIM_SEED, SIM_WORKERS, SIM_STACK_KB
+};
+Global& G();
+extern thread_local cudaError_t tl_last_error;
+unsigned long long next_launch_index();
+cudaError_t set_error(cudaError_t e);  // sets the calling thread's last error, returns e
+cudaError_t sticky_error();            // cudaSuccess unless a kernel fault happened
+// Reports a fault: prints and aborts (FaultMode::Abort), or records it and makes
+// `err` sticky (FaultMode::Record).
+void report_fault(cudaError_t err, const std::string& msg);
+void add_stats(unsigned long long blocks, unsigned long long threads,
+               unsigned long long barriers, unsigned long long switches);
+void count_launch();
+std::string type_name_of(const char* pretty_function);
+const char* kind_name(int warp_kind);
+
+// shared memory limits (api.cpp)
+size_t dyn_smem_limit(const void* fn);
+size_t total_smem_limit(const void* fn);
+std::string kernel_key(const LaunchParams& p);
+size_t known_static_smem(const std::string& key);
+void record_static_smem(const std::string& key, size_t bytes);
+// A launch found invalid only while it runs (static + dynamic shared memory over the
+// limit): like CUDA's refused launch, a non-sticky error for the launching thread.
+void refuse_launch(Launch& L, const std::string& msg);
+void reset_func_attributes();
+
+// ---- memory registry (memory.cpp) ----
+bool is_kernel_accessible(const void* p);
+void free_all_allocations();
+// ---- streams/events (state.cpp) ----
+bool stream_valid(cudaStream_t s);
+
+// ---- workers (pool.cpp) ----
+void run_launch(Launch& L);
+void resize_pool(int workers);
+
+}  // namespace sim::detail
