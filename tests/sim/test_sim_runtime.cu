@@ -1,0 +1,408 @@
+// Positive tests of the CUDA runtime API, error paths included: devices, error strings and
+// last-error state, memory, memset, streams, events, pinned memory, launch limits, big dynamic
+// shared memory. Valid CUDA (simcc and nvcc); runs in nn_tests or alone (link -lgtest_main).
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "sim_test_util.h"
+
+namespace {
+
+using simtest::DeviceBuffer;
+
+class SimRuntime : public simtest::SimTest {};
+
+__global__ void fill_kernel(int* out, int n, int value) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = value + i;
+}
+
+__global__ void count_kernel(int* counter) { atomicAdd(counter, 1); }
+
+__global__ void busy_kernel(float* data, int n, int iters) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float v = data[i];
+  for (int k = 0; k < iters; ++k) v = v * 0.999f + 0.001f;
+  data[i] = v;
+}
+
+int read_counter(const DeviceBuffer<int>& c) { return c.download()[0]; }
+
+// ---- devices -------------------------------------------------------------------------------------
+
+TEST_F(SimRuntime, DeviceCountSetGetAndProperties) {
+  int count = -1;
+  ASSERT_CUDA_OK(cudaGetDeviceCount(&count));
+  ASSERT_GE(count, 1);
+  ASSERT_CUDA_OK(cudaSetDevice(0));
+  int dev = -1;
+  ASSERT_CUDA_OK(cudaGetDevice(&dev));
+  EXPECT_EQ(dev, 0);
+  cudaDeviceProp prop;
+  std::memset(&prop, 0, sizeof prop);
+  ASSERT_CUDA_OK(cudaGetDeviceProperties(&prop, 0));
+  EXPECT_GT(std::strlen(prop.name), 0u);
+  EXPECT_EQ(prop.warpSize, 32);
+  EXPECT_EQ(prop.maxThreadsPerBlock, 1024);
+  EXPECT_EQ(prop.maxThreadsDim[0], 1024);
+  EXPECT_EQ(prop.maxThreadsDim[1], 1024);
+  EXPECT_EQ(prop.maxThreadsDim[2], 64);
+  EXPECT_EQ(prop.maxGridSize[1], 65535);
+  EXPECT_EQ(prop.maxGridSize[2], 65535);
+  EXPECT_EQ(prop.sharedMemPerBlock, 48u * 1024u);
+#ifdef SIM_EMULATOR
+  EXPECT_TRUE(simtest::contains(simtest::lower(prop.name), "emulator")) << "device name: " << prop.name;
+  EXPECT_EQ(prop.sharedMemPerBlockOptin, 232448u);
+#endif
+}
+
+TEST_F(SimRuntime, SetDeviceOutOfRangeIsInvalidDevice) {
+  int count = 0;
+  ASSERT_CUDA_OK(cudaGetDeviceCount(&count));
+  const int bad = count <= 5 ? 5 : count;  // 5 on the emulator's single device
+  EXPECT_EQ(cudaSetDevice(bad), cudaErrorInvalidDevice);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidDevice);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  int dev = -1;
+  ASSERT_CUDA_OK(cudaGetDevice(&dev));
+  EXPECT_EQ(dev, 0);
+  cudaDeviceProp prop;
+  EXPECT_EQ(cudaGetDeviceProperties(&prop, bad), cudaErrorInvalidDevice);
+  (void)cudaGetLastError();
+  // Not sticky: the device still works.
+  DeviceBuffer<int> out(8);
+  fill_kernel<<<1, 8>>>(out.get(), 8, 100);
+  ASSERT_LAUNCH_OK();
+  EXPECT_EQ(out.download()[7], 107);
+}
+
+// ---- errors ---------------------------------------------------------------------------------------
+
+TEST_F(SimRuntime, ErrorStringsAreNonEmptyAndDistinct) {
+  const cudaError_t codes[] = {cudaSuccess,
+                               cudaErrorInvalidValue,
+                               cudaErrorMemoryAllocation,
+                               cudaErrorInvalidDevice,
+                               cudaErrorInvalidConfiguration,
+                               cudaErrorLaunchFailure,
+                               cudaErrorIllegalAddress};
+  std::vector<std::string> seen;
+  for (const cudaError_t e : codes) {
+    const char* s = cudaGetErrorString(e);
+    ASSERT_NE(s, nullptr) << "code " << static_cast<int>(e);
+    EXPECT_GT(std::strlen(s), 0u) << "code " << static_cast<int>(e);
+    for (const auto& other : seen) EXPECT_NE(other, s) << "code " << static_cast<int>(e);
+    seen.emplace_back(s);
+  }
+}
+
+TEST_F(SimRuntime, GetLastErrorClearsPeekDoesNot) {
+  DeviceBuffer<int> counter(1);
+  ASSERT_CUDA_OK(counter.fill_bytes(0));
+  ASSERT_EQ(cudaPeekAtLastError(), cudaSuccess);
+  count_kernel<<<1, 2048>>>(counter.get());  // too many threads per block
+  EXPECT_EQ(cudaPeekAtLastError(), cudaErrorInvalidConfiguration);
+  EXPECT_EQ(cudaPeekAtLastError(), cudaErrorInvalidConfiguration);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);
+  EXPECT_EQ(read_counter(counter), 0);
+}
+
+// ---- memory ---------------------------------------------------------------------------------------
+
+TEST_F(SimRuntime, MallocMemcpyRoundTrip) {
+  const int n = 1000;
+  std::vector<float> h(n), back(n, -1.0f);
+  for (int i = 0; i < n; ++i) h[i] = 0.125f * i - 7.0f;
+  float* a = nullptr;  // typed cudaMalloc(T**, size_t)
+  ASSERT_CUDA_OK(cudaMalloc(&a, n * sizeof(float)));
+  void* b = nullptr;
+  ASSERT_CUDA_OK(cudaMalloc(&b, n * sizeof(float)));
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_CUDA_OK(cudaMemcpy(a, h.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+  EXPECT_CUDA_OK(cudaMemcpy(b, a, n * sizeof(float), cudaMemcpyDeviceToDevice));
+  EXPECT_CUDA_OK(cudaMemcpy(back.data(), b, n * sizeof(float), cudaMemcpyDeviceToHost));
+  EXPECT_EQ(back, h);
+  // Copies into the middle of an allocation.
+  EXPECT_CUDA_OK(
+      cudaMemcpy(static_cast<float*>(b) + 10, h.data() + 500, 20 * sizeof(float), cudaMemcpyHostToDevice));
+  EXPECT_CUDA_OK(cudaMemcpy(back.data(), b, n * sizeof(float), cudaMemcpyDeviceToHost));
+  for (int i = 0; i < n; ++i) ASSERT_EQ(back[i], (i >= 10 && i < 30) ? h[i + 490] : h[i]) << i;
+  EXPECT_CUDA_OK(cudaFree(a));
+  EXPECT_CUDA_OK(cudaFree(b));
+  EXPECT_CUDA_OK(cudaFree(nullptr));
+}
+
+TEST_F(SimRuntime, MemsetSetsBytes) {
+  const int n = 64;
+  DeviceBuffer<int> d(n);
+  ASSERT_CUDA_OK(cudaMemset(d.get(), 0x3F, n * sizeof(int)));
+  ASSERT_CUDA_OK(cudaMemset(d.get() + 10, 0, 20 * sizeof(int)));
+  ASSERT_CUDA_OK(cudaMemset(d.get() + 40, 0x1, 1));  // one byte of element 40
+  const auto h = d.download();
+  for (int i = 0; i < n; ++i) {
+    int want = 0x3F3F3F3F;
+    if (i >= 10 && i < 30) want = 0;
+    if (i == 40) want = 0x3F3F3F01;  // little-endian: the first byte is the lowest
+    ASSERT_EQ(h[i], want) << i;
+  }
+}
+
+TEST_F(SimRuntime, StreamAsyncCopiesMemsetAndKernel) {
+  const int n = 300;
+  int* pinned_in = nullptr;
+  int* pinned_out = nullptr;
+  ASSERT_CUDA_OK(cudaMallocHost(&pinned_in, n * sizeof(int)));
+  ASSERT_CUDA_OK(cudaMallocHost(&pinned_out, n * sizeof(int)));
+  for (int i = 0; i < n; ++i) {
+    pinned_in[i] = 3 * i;
+    pinned_out[i] = -1;
+  }
+  cudaStream_t stream;
+  ASSERT_CUDA_OK(cudaStreamCreate(&stream));
+  DeviceBuffer<int> a(n), b(n);
+  EXPECT_CUDA_OK(cudaMemsetAsync(b.get(), 0, n * sizeof(int), stream));
+  EXPECT_CUDA_OK(cudaMemcpyAsync(a.get(), pinned_in, n * sizeof(int), cudaMemcpyHostToDevice, stream));
+  fill_kernel<<<(n / 2 + 63) / 64, 64, 0, stream>>>(b.get(), n / 2, 1000);  // first half of b
+  EXPECT_CUDA_OK(cudaGetLastError());
+  EXPECT_CUDA_OK(cudaMemcpyAsync(pinned_out, b.get(), n * sizeof(int), cudaMemcpyDeviceToHost, stream));
+  EXPECT_CUDA_OK(cudaStreamSynchronize(stream));
+  for (int i = 0; i < n; ++i) ASSERT_EQ(pinned_out[i], i < n / 2 ? 1000 + i : 0) << i;
+  EXPECT_CUDA_OK(cudaMemcpyAsync(pinned_out, a.get(), n * sizeof(int), cudaMemcpyDeviceToHost, stream));
+  EXPECT_CUDA_OK(cudaStreamSynchronize(stream));
+  for (int i = 0; i < n; ++i) ASSERT_EQ(pinned_out[i], 3 * i) << i;
+  EXPECT_CUDA_OK(cudaStreamDestroy(stream));
+  EXPECT_CUDA_OK(cudaFreeHost(pinned_in));
+  EXPECT_CUDA_OK(cudaFreeHost(pinned_out));
+}
+
+TEST_F(SimRuntime, EventsMeasureNonNegativeElapsedTime) {
+  const int n = 4096;
+  DeviceBuffer<float> d(n);
+  ASSERT_CUDA_OK(d.fill_bytes(0));
+  cudaStream_t stream;
+  ASSERT_CUDA_OK(cudaStreamCreate(&stream));
+  cudaEvent_t start, stop;
+  ASSERT_CUDA_OK(cudaEventCreate(&start));
+  ASSERT_CUDA_OK(cudaEventCreate(&stop));
+  EXPECT_CUDA_OK(cudaEventRecord(start, stream));
+  busy_kernel<<<n / 256, 256, 0, stream>>>(d.get(), n, 50);
+  EXPECT_CUDA_OK(cudaGetLastError());
+  EXPECT_CUDA_OK(cudaEventRecord(stop, stream));
+  EXPECT_CUDA_OK(cudaEventSynchronize(stop));
+  float ms = -1.0f;
+  EXPECT_CUDA_OK(cudaEventElapsedTime(&ms, start, stop));
+  EXPECT_GE(ms, 0.0f);
+  // The same on the default stream.
+  EXPECT_CUDA_OK(cudaEventRecord(start, 0));
+  busy_kernel<<<n / 256, 256>>>(d.get(), n, 10);
+  EXPECT_CUDA_OK(cudaEventRecord(stop, 0));
+  EXPECT_CUDA_OK(cudaEventSynchronize(stop));
+  ms = -1.0f;
+  EXPECT_CUDA_OK(cudaEventElapsedTime(&ms, start, stop));
+  EXPECT_GE(ms, 0.0f);
+  EXPECT_CUDA_OK(cudaEventDestroy(start));
+  EXPECT_CUDA_OK(cudaEventDestroy(stop));
+  EXPECT_CUDA_OK(cudaStreamDestroy(stream));
+}
+
+TEST_F(SimRuntime, PinnedHostMemoryIsAKernelArgument) {
+  const int n = 200;
+  int* pinned = nullptr;
+  ASSERT_CUDA_OK(cudaMallocHost(&pinned, n * sizeof(int)));
+  int* host_alloc = nullptr;
+  ASSERT_CUDA_OK(cudaHostAlloc(&host_alloc, n * sizeof(int), cudaHostAllocDefault));
+  fill_kernel<<<4, 64>>>(pinned, n, 7);
+  fill_kernel<<<4, 64>>>(host_alloc, n, -50);
+  ASSERT_LAUNCH_OK();
+  for (int i = 0; i < n; ++i) {
+    ASSERT_EQ(pinned[i], 7 + i) << i;
+    ASSERT_EQ(host_alloc[i], -50 + i) << i;
+  }
+  // Pinned memory as a copy source, too.
+  DeviceBuffer<int> d(n);
+  EXPECT_CUDA_OK(cudaMemcpy(d.get(), pinned, n * sizeof(int), cudaMemcpyHostToDevice));
+  EXPECT_EQ(d.download()[n - 1], 7 + n - 1);
+  EXPECT_CUDA_OK(cudaFreeHost(pinned));
+  EXPECT_CUDA_OK(cudaFreeHost(host_alloc));
+}
+
+TEST_F(SimRuntime, DeviceSynchronizeAndReset) {
+  {
+    DeviceBuffer<int> d(16);
+    fill_kernel<<<1, 16>>>(d.get(), 16, 1);
+    EXPECT_CUDA_OK(cudaDeviceSynchronize());
+    EXPECT_EQ(d.download()[15], 16);
+  }
+  EXPECT_CUDA_OK(cudaDeviceReset());
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  // The device is usable again after a reset.
+  DeviceBuffer<int> d(16);
+  ASSERT_CUDA_OK(d.status());
+  fill_kernel<<<1, 16>>>(d.get(), 16, 2);
+  ASSERT_LAUNCH_OK();
+  EXPECT_EQ(d.download()[15], 17);
+}
+
+// ---- launch limits --------------------------------------------------------------------------------
+
+struct BadConfig {
+  const char* what;
+  dim3 grid;
+  dim3 block;
+};
+
+TEST_F(SimRuntime, LaunchLimitViolationsAreInvalidConfiguration) {
+  const BadConfig bad[] = {
+      {"1025 threads per block", dim3(1), dim3(1025)},
+      {"2048 threads in a 32x32x2 block", dim3(1), dim3(32, 32, 2)},
+      {"block y of 1025", dim3(1), dim3(1, 1025, 1)},
+      {"block z of 65", dim3(1), dim3(1, 1, 65)},
+      {"zero threads per block", dim3(1), dim3(0, 1, 1)},
+      {"zero blocks", dim3(0, 1, 1), dim3(32)},
+      {"grid y of 65536", dim3(1, 65536, 1), dim3(1)},
+      {"grid z of 65536", dim3(1, 1, 65536), dim3(1)},
+  };
+  DeviceBuffer<int> counter(1);
+  ASSERT_CUDA_OK(counter.fill_bytes(0));
+  for (const auto& c : bad) {
+    SCOPED_TRACE(c.what);
+    count_kernel<<<c.grid, c.block>>>(counter.get());
+    EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+    EXPECT_CUDA_OK(cudaDeviceSynchronize());  // a configuration error is not sticky
+    EXPECT_EQ(read_counter(counter), 0) << "the kernel ran";
+  }
+}
+
+TEST_F(SimRuntime, LaunchesAtTheLimitsRun) {
+  DeviceBuffer<int> counter(1);
+  ASSERT_CUDA_OK(counter.fill_bytes(0));
+  count_kernel<<<1, 1024>>>(counter.get());
+  count_kernel<<<dim3(1), dim3(32, 32, 1)>>>(counter.get());
+  count_kernel<<<dim3(1), dim3(1, 1, 64)>>>(counter.get());
+  count_kernel<<<dim3(2, 3, 4), dim3(2, 2, 2)>>>(counter.get());
+  ASSERT_LAUNCH_OK();
+  EXPECT_EQ(read_counter(counter), 1024 + 1024 + 64 + 24 * 8);
+}
+
+// ---- dynamic shared memory above 48 KiB ----------------------------------------------------------
+
+// Tag makes distinct kernels, so one test's cudaFuncSetAttribute cannot help another test.
+template <int Tag>
+__global__ void big_dynamic_shared_kernel(float* out, int nfloats) {
+  extern __shared__ float big_dyn[];
+  for (int i = threadIdx.x; i < nfloats; i += blockDim.x) big_dyn[i] = static_cast<float>(i);
+  __syncthreads();
+  float acc = 0.0f;
+  for (int i = threadIdx.x; i < nfloats; i += blockDim.x) acc += big_dyn[nfloats - 1 - i];
+  out[threadIdx.x] = acc;
+}
+
+std::vector<float> expected_big_sums(int nfloats, int threads) {
+  std::vector<float> want(threads, 0.0f);
+  for (int t = 0; t < threads; ++t)
+    for (int i = t; i < nfloats; i += threads) want[t] += static_cast<float>(nfloats - 1 - i);
+  return want;
+}
+
+constexpr int kBigThreads = 256;
+
+TEST_F(SimRuntime, DynamicSharedUpTo48KiBNeedsNoAttribute) {
+  const int bytes = 48 * 1024, nfloats = bytes / 4;
+  DeviceBuffer<float> out(kBigThreads);
+  big_dynamic_shared_kernel<0><<<1, kBigThreads, bytes>>>(out.get(), nfloats);
+  ASSERT_LAUNCH_OK();
+  EXPECT_EQ(out.download(), expected_big_sums(nfloats, kBigThreads));
+}
+
+TEST_F(SimRuntime, DynamicSharedAbove48KiBIsRefusedWithoutAttribute) {
+  const int bytes = 64 * 1024;
+  DeviceBuffer<float> out(kBigThreads);
+  ASSERT_CUDA_OK(out.fill_bytes(0));
+  big_dynamic_shared_kernel<1><<<1, kBigThreads, bytes>>>(out.get(), bytes / 4);
+  EXPECT_NE(cudaGetLastError(), cudaSuccess)
+      << "64 KiB of dynamic shared memory accepted without cudaFuncSetAttribute";
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_CUDA_OK(cudaDeviceSynchronize());
+  EXPECT_EQ(out.download(), std::vector<float>(kBigThreads, 0.0f)) << "the refused kernel ran";
+}
+
+TEST_F(SimRuntime, DynamicSharedAbove48KiBAfterFuncSetAttribute) {
+  const int bytes = 100 * 1024, nfloats = bytes / 4;
+  ASSERT_CUDA_OK(
+      cudaFuncSetAttribute(big_dynamic_shared_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  DeviceBuffer<float> out(kBigThreads);
+  big_dynamic_shared_kernel<2><<<2, kBigThreads, bytes>>>(out.get(), nfloats);
+  ASSERT_LAUNCH_OK();
+  EXPECT_EQ(out.download(), expected_big_sums(nfloats, kBigThreads));
+  // More than the attribute allows is still refused.
+  big_dynamic_shared_kernel<2><<<1, kBigThreads, bytes + 1024>>>(out.get(), nfloats);
+  EXPECT_NE(cudaGetLastError(), cudaSuccess) << "launch above the attribute's limit accepted";
+  EXPECT_CUDA_OK(cudaDeviceSynchronize());
+}
+
+TEST_F(SimRuntime, FuncSetAttributeAboveTheDeviceMaximumFails) {
+  EXPECT_NE(cudaFuncSetAttribute(big_dynamic_shared_kernel<3>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 300 * 1024),
+            cudaSuccess);
+  (void)cudaGetLastError();
+#ifdef SIM_EMULATOR
+  // The emulator's maximum is the H100's opt-in limit, 232448 bytes, usable in full.
+  const int bytes = 232448, nfloats = bytes / 4;
+  ASSERT_CUDA_OK(
+      cudaFuncSetAttribute(big_dynamic_shared_kernel<3>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  DeviceBuffer<float> out(kBigThreads);
+  big_dynamic_shared_kernel<3><<<1, kBigThreads, bytes>>>(out.get(), nfloats);
+  ASSERT_LAUNCH_OK();
+  EXPECT_EQ(out.download(), expected_big_sums(nfloats, kBigThreads));
+  EXPECT_NE(cudaFuncSetAttribute(big_dynamic_shared_kernel<3>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 bytes + 1),
+            cudaSuccess);
+  (void)cudaGetLastError();
+#endif
+}
+
+// 16 KiB of static shared memory plus dynamic shared memory.
+template <int Tag>
+__global__ void static_plus_dynamic_kernel(float* out, int ndyn) {
+  __shared__ float fixed_part[4096];
+  extern __shared__ float spd_dyn[];
+  for (int i = threadIdx.x; i < 4096; i += blockDim.x) fixed_part[i] = 1.0f;
+  for (int i = threadIdx.x; i < ndyn; i += blockDim.x) spd_dyn[i] = 2.0f;
+  __syncthreads();
+  float acc = 0.0f;
+  for (int i = threadIdx.x; i < 4096; i += blockDim.x) acc += fixed_part[4095 - i];
+  for (int i = threadIdx.x; i < ndyn; i += blockDim.x) acc += spd_dyn[ndyn - 1 - i];
+  out[threadIdx.x] = acc;
+}
+
+constexpr int kSpdDynBytes = 40 * 1024;  // 16 KiB static + 40 KiB dynamic = 56 KiB
+
+// As for launch limits, a refused launch is an ordinary, non-sticky launch error.
+TEST_F(SimRuntime, StaticPlusDynamicSharedAbove48KiBIsRefusedWithoutAttribute) {
+  DeviceBuffer<float> out(kBigThreads);
+  ASSERT_CUDA_OK(out.fill_bytes(0));
+  static_plus_dynamic_kernel<0><<<1, kBigThreads, kSpdDynBytes>>>(out.get(), kSpdDynBytes / 4);
+  EXPECT_NE(cudaGetLastError(), cudaSuccess)
+      << "56 KiB of shared memory accepted without cudaFuncSetAttribute";
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess) << "the refused launch left a sticky error";
+  EXPECT_CUDA_OK(cudaDeviceSynchronize());
+  EXPECT_EQ(out.download(), std::vector<float>(kBigThreads, 0.0f)) << "the refused kernel ran";
+}
+
+TEST_F(SimRuntime, StaticPlusDynamicSharedAbove48KiBAfterFuncSetAttribute) {
+  const int ndyn = kSpdDynBytes / 4;
+  DeviceBuffer<float> out(kBigThreads);
+  ASSERT_CUDA_OK(cudaFuncSetAttribute(static_plus_dynamic_kernel<1>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, kSpdDynBytes));
+  static_plus_dynamic_kernel<1><<<1, kBigThreads, kSpdDynBytes>>>(out.get(), ndyn);
+  ASSERT_LAUNCH_OK();
+  const float want = 4096.0f / kBigThreads * 1.0f + static_cast<float>(ndyn / kBigThreads) * 2.0f;
+  EXPECT_EQ(out.download(), std::vector<float>(kBigThreads, want));
+}
+
+}  // namespace
