@@ -1,0 +1,324 @@
+// GEMM lab: validates every variant of nn::gemm against a CPU reference, then times it at the
+// trainer's shapes (cuBLAS is variant 0). GPU: cudaEvents, L2 flushed, median of --repeats.
+// Emulator build: CPU wall time of the SIMT emulator (not GPU numbers). See bench/README.md.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "common/device_buffer.h"
+#include "gemm.h"
+
+namespace {
+
+using nn::Epilogue;
+using nn::Op;
+
+struct Shape {
+  std::string name;
+  int M, N, K;
+  Op opA, opB;
+  Epilogue ep;
+};
+
+struct Options {
+  bool quick = false, configs = false, big = true, dbl = false;
+  int repeats = 0;  // 0: 20 on a GPU, 1 in the emulator
+  std::vector<int> variants;
+  std::string csv;
+};
+
+// A row to time: a variant through nn::gemm, or (--configs) one tile configuration of variant 4.
+struct Kernel {
+  int variant, cfg;  // cfg < 0: nn::gemm(variant, ...)
+  std::string name;
+};
+
+#ifdef SIM_EMULATOR
+constexpr bool kEmulator = true;
+#else
+constexpr bool kEmulator = false;
+#endif
+
+[[noreturn]] void usage(const char* argv0, const std::string& err = "") {
+  if (!err.empty()) std::fprintf(stderr, "error: %s\n", err.c_str());
+  std::fprintf(stderr,
+               "usage: %s [--quick] [--variants 0,1,2,3,4] [--repeats N] [--csv FILE] [--configs]\n"
+               "          [--no-big] [--double]\n"
+               "  --quick     smaller B and H (for the emulator: the whole run takes < 2 minutes)\n"
+               "  --configs   also time each tile configuration of variant 4 (warptile:BMxBN)\n"
+               "  --no-big    skip the 4096^3 shape (only run on a GPU anyway)\n"
+               "  --double    benchmark double instead of float\n",
+               argv0);
+  std::exit(err.empty() ? 0 : 2);
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage(argv[0], a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--quick") o.quick = true;
+    else if (a == "--configs") o.configs = true;
+    else if (a == "--no-big") o.big = false;
+    else if (a == "--double") o.dbl = true;
+    else if (a == "--csv") o.csv = value();
+    else if (a == "--repeats") {
+      o.repeats = std::atoi(value().c_str());
+      if (o.repeats < 1) usage(argv[0], "--repeats must be >= 1");
+    } else if (a == "--variants") {
+      std::stringstream ss(value());
+      std::string tok;
+      while (std::getline(ss, tok, ',')) {
+        const int v = std::atoi(tok.c_str());
+        if (tok.empty() || v < 0 || v >= nn::kGemmVariants) usage(argv[0], "bad variant '" + tok + "'");
+        o.variants.push_back(v);
+      }
+    } else if (a == "--help" || a == "-h") usage(argv[0]);
+    else usage(argv[0], "unknown option " + a);
+  }
+  if (o.variants.empty())
+    for (int v = 0; v < nn::kGemmVariants; ++v) o.variants.push_back(v);
+  if (o.repeats == 0) o.repeats = kEmulator ? 1 : 20;
+  return o;
+}
+
+// The trainer's GEMMs at batch B split over p ranks, hidden size H (784-H-10 network).
+std::vector<Shape> shapes(const Options& o) {
+  const int B = o.quick ? 384 : 3000, H = o.quick ? 128 : 512;
+  std::vector<Shape> s;
+  for (int p : {1, 2, 4}) {
+    const int b = B / p;
+    const std::string tag = "p" + std::to_string(p);
+    s.push_back({"forward1/" + tag, H, b, 784, Op::N, Op::N, Epilogue::BiasSigmoid});
+    s.push_back({"forward2/" + tag, 10, b, H, Op::N, Op::N, Epilogue::Bias});
+    s.push_back({"dA1/" + tag, H, b, 10, Op::T, Op::N, Epilogue::None});
+    s.push_back({"dW1/" + tag, H, 784, b, Op::N, Op::T, Epilogue::None});
+    s.push_back({"dW2/" + tag, 10, H, b, Op::N, Op::T, Epilogue::None});
+  }
+  if (!kEmulator && o.big) s.push_back({"square4096", 4096, 4096, 4096, Op::N, Op::N, Epilogue::None});
+  return s;
+}
+
+std::string today() {
+  char buf[32];
+  const std::time_t t = std::time(nullptr);
+  std::strftime(buf, sizeof buf, "%Y-%m-%d", std::localtime(&t));
+  return buf;
+}
+
+template <class T>
+struct Bench {
+  const Options& opt;
+  std::string device;
+  std::FILE* csv = nullptr;
+  int mismatches = 0;
+  nn::DeviceBuffer<char> flush;  // written between timed runs so every run starts with a cold L2
+  cudaEvent_t ev0{}, ev1{};
+
+  explicit Bench(const Options& o) : opt(o) {
+#ifdef SIM_EMULATOR
+    device = "emulator";
+#else
+    int dev = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    cudaDeviceProp prop{};
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
+    device = prop.name;
+    flush = nn::DeviceBuffer<char>(std::max<std::size_t>(2 * std::size_t(prop.l2CacheSize), 1 << 20));
+    CUDA_CHECK(cudaEventCreate(&ev0));
+    CUDA_CHECK(cudaEventCreate(&ev1));
+#endif
+  }
+  ~Bench() {
+#ifndef SIM_EMULATOR
+    cudaEventDestroy(ev0);
+    cudaEventDestroy(ev1);
+#endif
+  }
+
+  void run_kernel(const Kernel& k, const nn::GemmArgs<T>& a) {
+    if (k.cfg < 0) nn::gemm(k.variant, a);
+    else nn::gemm_tuning::gemm_warptile_with_config(k.cfg, 0, a);
+  }
+
+  // Median milliseconds of opt.repeats runs.
+  double time_ms(const Kernel& k, const nn::GemmArgs<T>& a) {
+    std::vector<double> ms;
+#ifdef SIM_EMULATOR
+    for (int r = 0; r < opt.repeats; ++r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      run_kernel(k, a);
+      CUDA_CHECK(cudaDeviceSynchronize());
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+#else
+    for (int r = 0; r < 3; ++r) run_kernel(k, a);  // warm-up: handles, workspaces, clocks
+    for (int r = 0; r < opt.repeats; ++r) {
+      CUDA_CHECK(cudaMemsetAsync(flush.get(), r & 0xff, flush.bytes()));
+      CUDA_CHECK(cudaEventRecord(ev0));
+      run_kernel(k, a);
+      CUDA_CHECK(cudaEventRecord(ev1));
+      CUDA_CHECK(cudaEventSynchronize(ev1));
+      float t = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&t, ev0, ev1));
+      ms.push_back(t);
+    }
+#endif
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2];
+  }
+
+  void shape(const Shape& s, const std::vector<Kernel>& kernels) {
+    const int a_rows = s.opA == Op::N ? s.M : s.K, a_cols = s.opA == Op::N ? s.K : s.M;
+    const int b_rows = s.opB == Op::N ? s.K : s.N, b_cols = s.opB == Op::N ? s.N : s.K;
+    std::vector<T> hA(std::size_t(a_rows) * a_cols), hB(std::size_t(b_rows) * b_cols), hbias(s.M);
+    std::mt19937 rng(42);
+    std::uniform_real_distribution<double> u(-1, 1);
+    for (auto* v : {&hA, &hB, &hbias})
+      for (auto& x : *v) x = T(u(rng));
+    nn::DeviceBuffer<T> A(hA.size()), B(hB.size()), D(std::size_t(s.M) * s.N), bias(hbias.size());
+    A.upload(hA.data(), hA.size());
+    B.upload(hB.data(), hB.size());
+    bias.upload(hbias.data(), hbias.size());
+    nn::GemmArgs<T> a;
+    a.opA = s.opA;
+    a.opB = s.opB;
+    a.M = s.M;
+    a.N = s.N;
+    a.K = s.K;
+    a.A = A.get();
+    a.lda = a_rows;
+    a.B = B.get();
+    a.ldb = b_rows;
+    a.D = D.get();
+    a.ldd = s.M;
+    a.epilogue = s.ep;
+    a.bias = s.ep == Epilogue::None ? nullptr : bias.get();
+
+    // Reference at sampled entries (all four corners included): K multiply-adds each, so the
+    // check stays cheap even at 4096^3. Same error bound as tests/kernels/test_gemm.cpp.
+    std::vector<std::pair<int, int>> pts = {{0, 0}, {s.M - 1, 0}, {0, s.N - 1}, {s.M - 1, s.N - 1}};
+    const std::size_t total = std::size_t(s.M) * s.N;
+    if (total <= 4096) {
+      pts.clear();
+      for (int j = 0; j < s.N; ++j)
+        for (int i = 0; i < s.M; ++i) pts.push_back({i, j});
+    } else {
+      for (int n = 0; n < 2048; ++n) pts.push_back({int(rng() % s.M), int(rng() % s.N)});
+    }
+    std::vector<double> ref, bound;
+    const double eps = std::numeric_limits<T>::epsilon();
+    for (auto [i, j] : pts) {
+      double sum = 0, mag = 0;
+      for (int k = 0; k < s.K; ++k) {
+        const double x = s.opA == Op::N ? hA[i + std::size_t(k) * a_rows] : hA[k + std::size_t(i) * a_rows];
+        const double y = s.opB == Op::N ? hB[k + std::size_t(j) * b_rows] : hB[j + std::size_t(k) * b_rows];
+        sum += x * y;
+        mag += std::fabs(x * y);
+      }
+      if (s.ep != Epilogue::None) sum += hbias[i], mag += std::fabs(double(hbias[i]));
+      double bd = 2.0 * (s.K + 3) * eps * mag;
+      if (s.ep == Epilogue::BiasSigmoid) sum = 1 / (1 + std::exp(-sum)), bd += 8 * eps;
+      ref.push_back(sum);
+      bound.push_back(bd);
+    }
+
+    const double gflop = 2.0 * s.M * s.N * double(s.K) * 1e-9;
+    double base_ms = -1;  // cuBLAS if available, else naive: the ratio's denominator
+    const int base_variant = nn::gemm_variant_available(0) ? 0 : 1;
+    std::vector<T> hD(total);
+    for (const Kernel& k : kernels) {
+      std::printf("%-14s %5d %5d %5d  %s%s  %-22s", s.name.c_str(), s.M, s.N, s.K,
+                  s.opA == Op::N ? "N" : "T", s.opB == Op::N ? "N" : "T", k.name.c_str());
+      std::fflush(stdout);
+      try {
+        CUDA_CHECK(cudaMemset(D.get(), 0xff, D.bytes()));  // NaN: unwritten outputs fail the check
+        run_kernel(k, a);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        D.download(hD.data(), hD.size());
+        int bad = 0;
+        for (std::size_t n = 0; n < pts.size(); ++n) {
+          const double got = hD[pts[n].first + std::size_t(pts[n].second) * s.M];
+          if (!(std::fabs(got - ref[n]) <= bound[n])) ++bad;
+        }
+        if (bad) {
+          ++mismatches;
+          std::printf("  MISMATCH at %d of %zu sampled entries: not timed\n", bad, pts.size());
+          continue;
+        }
+        const double ms = time_ms(k, a);
+        if (k.cfg < 0 && k.variant == base_variant) base_ms = ms;
+        const double gf = gflop / (ms * 1e-3);
+        char ratio[32] = "";
+        if (base_ms > 0) std::snprintf(ratio, sizeof ratio, "%.3f", base_ms / ms);
+        std::printf(" %10.4f %10.2f %8s\n", ms, gf, base_ms > 0 ? ratio : "-");
+        if (csv)
+          std::fprintf(csv, "%s,%s,%s,%d,%d,%d,%s,%s,%d,%s,%.6f,%.4f,%s\n", device.c_str(),
+                       today().c_str(), s.name.c_str(), s.M, s.N, s.K, s.opA == Op::N ? "N" : "T",
+                       s.opB == Op::N ? "N" : "T", k.variant, k.name.c_str(), ms, gf, ratio);
+      } catch (const std::exception& e) {
+        ++mismatches;
+        std::printf("  ERROR: %s\n", e.what());
+      }
+    }
+  }
+
+  int run() {
+    std::vector<Kernel> kernels;
+    for (int v : opt.variants)
+      if (nn::gemm_variant_available(v)) kernels.push_back({v, -1, nn::gemm_variant_name(v)});
+    if (opt.configs)
+      for (int c = 0; c < nn::gemm_tuning::kWarptileConfigs; ++c)
+        kernels.push_back({4, c, std::string("warptile:") + nn::gemm_tuning::warptile_config_name(c)});
+    if (!opt.csv.empty()) {
+      csv = std::fopen(opt.csv.c_str(), "w");
+      if (!csv) throw std::runtime_error("cannot write " + opt.csv);
+      std::fprintf(csv, "device,date,shape,M,N,K,opA,opB,variant,name,ms,gflops,ratio\n");
+    }
+    const bool have_cublas = nn::gemm_variant_available(0);
+    std::printf("GEMM bench, %s, device: %s%s\n", sizeof(T) == 4 ? "float" : "double", device.c_str(),
+                kEmulator ? " (SIMT CPU emulator: CPU wall time, NOT GPU performance)" : "");
+    if (opt.quick) std::printf("--quick: B=384, H=128 instead of B=3000, H=512 (shapes scaled down)\n");
+    std::printf("timing: %s, median of %d run(s); ratio = speed relative to %s\n",
+                kEmulator ? "wall clock" : "cudaEvents, L2 flushed before each run", opt.repeats,
+                have_cublas ? "cuBLAS (variant 0)" : "naive (variant 1)");
+    std::printf("%-14s %5s %5s %5s  %s  %-22s %10s %10s %8s\n", "shape", "M", "N", "K", "op",
+                "variant", "ms", "GFLOP/s", "ratio");
+    for (const Shape& s : shapes(opt)) {
+      if (opt.configs || std::find(opt.variants.begin(), opt.variants.end(), 4) != opt.variants.end()) {
+        const auto p = nn::gemm_tuning::warptile_plan(s.M, s.N, s.K);
+        std::printf("%-14s warptile plan: %s tiles, %d k-slice(s)\n", s.name.c_str(),
+                    nn::gemm_tuning::warptile_config_name(p.cfg), p.splits);
+      }
+      shape(s, kernels);
+    }
+    if (csv) std::fclose(csv);
+    if (mismatches) std::printf("%d row(s) failed validation or errored\n", mismatches);
+    return mismatches ? 1 : 0;
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  try {
+    if (o.dbl) return Bench<double>(o).run();
+    return Bench<float>(o).run();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gemm_bench: %s\n", e.what());
+    return 1;
+  }
+}
