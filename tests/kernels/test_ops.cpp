@@ -1,0 +1,613 @@
+// Tests of the elementwise and reduction kernels (kernels/ops.cu) against straightforward
+// CPU computations in double, for float and double, each under every emulator thread order
+// (schedules.h). Part of nn_tests: `make test` (emulator) or the CUDA build on a GPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "common/device_buffer.h"
+#include "ops.h"
+#include "schedules.h"
+
+namespace {
+
+template <class T>
+nn::DeviceBuffer<T> to_device(const std::vector<T>& h) {
+  nn::DeviceBuffer<T> d(h.size());
+  d.upload(h.data(), h.size());
+  return d;
+}
+
+template <class T>
+std::vector<T> to_host(const nn::DeviceBuffer<T>& d) {
+  std::vector<T> h(d.size());
+  d.download(h.data(), h.size());
+  return h;
+}
+
+template <class T>
+T scalar_of(const nn::DeviceBuffer<T>& d) {
+  T v{};
+  d.download(&v, 1);
+  return v;
+}
+
+template <class T>
+constexpr double kEps = std::numeric_limits<T>::epsilon();
+// Absolute slack for results in the subnormal range, where precision is absolute.
+template <class T>
+constexpr double kTiny = 8.0 * std::numeric_limits<T>::denorm_min();
+
+template <class T>
+std::vector<T> uniform(std::size_t n, double lo, double hi, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> d(lo, hi);
+  std::vector<T> v(n);
+  for (auto& x : v) x = static_cast<T>(d(rng));
+  return v;
+}
+
+// ---- score matrices and their CPU softmax / CE / argmax ---------------------------------
+
+// C x b scores in [lo, hi]; every third column gets a tied maximum at two rows, labelled
+// with the lower row in one tie column and the higher in the next (so argmax must pick the
+// lowest index). Other columns are labelled with their argmax half the time.
+template <class T>
+void make_scores(int C, int b, double lo, double hi, std::uint64_t seed, std::vector<T>& Z,
+                 std::vector<std::uint8_t>& labels) {
+  Z = uniform<T>(std::size_t(C) * b, lo, hi, seed);
+  labels.assign(std::size_t(b), 0);
+  std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ull);
+  for (int j = 0; j < b; ++j) {
+    T* z = &Z[std::size_t(j) * C];
+    if (C >= 2 && j % 3 == 0) {
+      const int k1 = int(rng() % unsigned(C - 1));
+      const int k2 = k1 + 1 + int(rng() % unsigned(C - 1 - k1));
+      const T top = *std::max_element(z, z + C);
+      z[k1] = z[k2] = top;
+      labels[j] = std::uint8_t((j / 3) % 2 ? k2 : k1);
+    } else if (rng() % 2) {
+      labels[j] = std::uint8_t(std::max_element(z, z + C) - z);  // first maximum
+    } else {
+      labels[j] = std::uint8_t(rng() % unsigned(C));
+    }
+  }
+}
+
+struct SoftmaxRef {
+  std::vector<double> y;      // softmax, C x b
+  std::vector<double> y_tol;  // per-element tolerance for a T computation of y
+  std::vector<int> arg;       // lowest-index argmax per column
+  std::vector<double> ce;     // cross-entropy per column (when labels are given)
+  std::vector<double> ce_tol;
+};
+
+// Error model of a T computation: z - m rounds with relative eps (so exp picks up a
+// relative error of |z - m| eps), exp itself a couple of ulps, the sum of C terms about
+// C eps more; the loss's difference max - z[label] is formed in double by the kernel.
+template <class T>
+SoftmaxRef softmax_ref(const std::vector<T>& Z, int C, int b, const std::uint8_t* labels) {
+  SoftmaxRef r;
+  r.y.resize(Z.size());
+  r.y_tol.resize(Z.size());
+  r.arg.resize(std::size_t(b));
+  r.ce.resize(std::size_t(b));
+  r.ce_tol.resize(std::size_t(b));
+  for (int j = 0; j < b; ++j) {
+    const T* z = &Z[std::size_t(j) * C];
+    int arg = 0;
+    for (int k = 1; k < C; ++k)
+      if (z[k] > z[arg]) arg = k;
+    const double m = z[arg];
+    double s = 0, range = 0;
+    for (int k = 0; k < C; ++k) {
+      s += std::exp(double(z[k]) - m);
+      range = std::max(range, std::min(m - double(z[k]), 64.0));
+    }
+    for (int k = 0; k < C; ++k) {
+      const std::size_t e = std::size_t(j) * C + k;
+      r.y[e] = std::exp(double(z[k]) - m) / s;
+      r.y_tol[e] = (std::abs(double(z[k]) - m) + C + 4) * kEps<T> * r.y[e] + kTiny<T>;
+    }
+    r.arg[j] = arg;
+    if (labels) {
+      const double zl = z[labels[j]];
+      r.ce[j] = m + std::log(s) - zl;
+      r.ce_tol[j] = (range + C + 4) * kEps<T> + kEps<T> * (m - zl) + 1e-15 * r.ce[j];
+    }
+  }
+  return r;
+}
+
+template <class T>
+class OpsTest : public ::testing::Test {};
+using Types = ::testing::Types<float, double>;
+TYPED_TEST_SUITE(OpsTest, Types);
+
+// ---- gather ----------------------------------------------------------------------------------
+
+TYPED_TEST(OpsTest, GatherNormalizeIsBitExactWithShuffledIndices) {
+  using T = TypeParam;
+  for (const auto& sz : {std::array{784, 60, 45}, std::array{5, 9, 13}, std::array{1, 3, 2}}) {
+    const int D = sz[0], N = sz[1], b = sz[2];
+    std::mt19937_64 rng(D * 1000 + b);
+    std::vector<std::uint8_t> images(std::size_t(D) * N);
+    for (auto& v : images) v = std::uint8_t(rng());
+    images[0] = 0;
+    images[images.size() - 1] = 255;
+    // A shuffled permutation, cut or extended with repeats to b entries.
+    std::vector<std::uint32_t> idx(static_cast<std::size_t>(N));
+    std::iota(idx.begin(), idx.end(), 0u);
+    std::shuffle(idx.begin(), idx.end(), rng);
+    idx.resize(std::size_t(b));
+    for (int j = std::min(N, b); j < b; ++j) idx[j] = std::uint32_t(rng() % unsigned(N));
+
+    std::vector<T> want(std::size_t(D) * b);
+    for (int j = 0; j < b; ++j)
+      for (int i = 0; i < D; ++i)
+        want[std::size_t(j) * D + i] = static_cast<T>(images[std::size_t(idx[j]) * D + i]) / T(255);
+
+    auto d_img = to_device(images);
+    auto d_idx = to_device(idx);
+    nn::DeviceBuffer<T> d_X(want.size());
+    nn::test::for_each_schedule([&] {
+      CUDA_CHECK(cudaMemset(d_X.get(), 0xff, d_X.bytes()));
+      nn::gather_normalize<T>(d_img.get(), D, d_idx.get(), b, d_X.get());
+      const auto got = to_host(d_X);
+      ASSERT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(T)))
+          << "D=" << D << " b=" << b;
+    });
+  }
+}
+
+// More columns than gridDim.y allows (65535): the column loop must stride.
+TEST(OpsGather, GatherNormalizeStridesOverManyColumns) {
+  const int D = 3, N = 7, b = 70001;
+  std::vector<std::uint8_t> images(std::size_t(D) * N);
+  for (std::size_t k = 0; k < images.size(); ++k) images[k] = std::uint8_t(k * 37 + 1);
+  std::vector<std::uint32_t> idx(static_cast<std::size_t>(b));
+  for (int j = 0; j < b; ++j) idx[j] = std::uint32_t((j * 5 + 3) % N);
+  auto d_img = to_device(images);
+  auto d_idx = to_device(idx);
+  nn::DeviceBuffer<float> d_X(std::size_t(D) * b);
+  CUDA_CHECK(cudaMemset(d_X.get(), 0xff, d_X.bytes()));
+  nn::gather_normalize<float>(d_img.get(), D, d_idx.get(), b, d_X.get());
+  const auto got = to_host(d_X);
+  int bad = 0;
+  for (int j = 0; j < b; ++j)
+    for (int i = 0; i < D; ++i)
+      bad += got[std::size_t(j) * D + i] !=
+             static_cast<float>(images[std::size_t(idx[j]) * D + i]) / 255.0f;
+  EXPECT_EQ(bad, 0);
+}
+
+TEST(OpsGather, GatherLabels) {
+  const int N = 100, b = 333;
+  std::vector<std::uint8_t> labels(static_cast<std::size_t>(N));
+  for (int k = 0; k < N; ++k) labels[k] = std::uint8_t((k * 7) % 10);
+  std::vector<std::uint32_t> idx(static_cast<std::size_t>(b));
+  std::mt19937 rng(5);
+  for (auto& v : idx) v = rng() % N;
+  auto d_lab = to_device(labels);
+  auto d_idx = to_device(idx);
+  nn::DeviceBuffer<std::uint8_t> d_out(static_cast<std::size_t>(b));
+  nn::test::for_each_schedule([&] {
+    CUDA_CHECK(cudaMemset(d_out.get(), 0xee, d_out.bytes()));
+    nn::gather_labels<float>(d_lab.get(), d_idx.get(), b, d_out.get());
+    const auto got = to_host(d_out);
+    for (int j = 0; j < b; ++j) ASSERT_EQ(got[j], labels[idx[j]]) << "j=" << j;
+  });
+}
+
+// ---- softmax ---------------------------------------------------------------------------------
+
+template <class T>
+void expect_softmax_matches(const std::vector<T>& got, const SoftmaxRef& ref, int C, int b) {
+  for (int j = 0; j < b; ++j) {
+    double col = 0;
+    for (int k = 0; k < C; ++k) {
+      const std::size_t e = std::size_t(j) * C + k;
+      ASSERT_TRUE(std::isfinite(double(got[e]))) << "column " << j << " row " << k;
+      ASSERT_NEAR(double(got[e]), ref.y[e], ref.y_tol[e]) << "column " << j << " row " << k;
+      col += got[e];
+    }
+    ASSERT_NEAR(col, 1.0, 2.0 * (C + 4) * kEps<T>) << "column " << j;
+  }
+}
+
+TYPED_TEST(OpsTest, SoftmaxColumnsMatchesCpu) {
+  using T = TypeParam;
+  // C = 10 is the network; 3 and 1 narrow groups; 37 and 70 take more than 32 rows per group.
+  for (const auto& cb : {std::array{10, 1}, std::array{10, 7}, std::array{10, 1000},
+                            std::array{3, 50}, std::array{1, 5}, std::array{37, 9},
+                            std::array{70, 3}}) {
+    const int C = cb[0], b = cb[1];
+    std::vector<T> Z;
+    std::vector<std::uint8_t> labels;
+    make_scores(C, b, -8.0, 8.0, std::uint64_t(C) * 7919 + b, Z, labels);
+    const SoftmaxRef ref = softmax_ref(Z, C, b, nullptr);
+    auto d_Z = to_device(Z);
+    nn::DeviceBuffer<T> d_Y(Z.size());
+    nn::test::for_each_schedule([&] {
+      SCOPED_TRACE("C=" + std::to_string(C) + " b=" + std::to_string(b));
+      nn::softmax_columns(d_Z.get(), C, b, d_Y.get());
+      expect_softmax_matches(to_host(d_Y), ref, C, b);
+      auto d_W = to_device(Z);  // in place
+      nn::softmax_columns(d_W.get(), C, b, d_W.get());
+      expect_softmax_matches(to_host(d_W), ref, C, b);
+      if (b < 100) {  // the fused kernel with only yhat wanted needs no labels
+        nn::softmax_xent(d_Z.get(), nullptr, C, b, T(1), d_Y.get(), (T*)nullptr, nullptr, nullptr);
+        expect_softmax_matches(to_host(d_Y), ref, C, b);
+      }
+    });
+  }
+}
+
+// Max subtraction: huge scores neither overflow nor produce NaN. Near-ties at +-1e4 give
+// non-trivial probabilities; equal huge entries split evenly.
+TYPED_TEST(OpsTest, SoftmaxLargeMagnitudeIsFinite) {
+  using T = TypeParam;
+  const double huge = std::is_same_v<T, float> ? 1e30 : 1e300;
+  const int C = 10, b = 8;
+  std::vector<T> Z(std::size_t(C) * b);
+  for (int k = 0; k < C; ++k) {
+    const double s = (k % 2) ? 1.0 : -1.0;
+    Z[0 * C + k] = T(s * 1e4);                    // +-1e4
+    Z[1 * C + k] = T(1e4 + 0.5 * k);              // near-ties at 1e4
+    Z[2 * C + k] = T(-1e4 - 0.25 * k);            // near-ties at -1e4
+    Z[3 * C + k] = T(s * huge);                   // +-huge
+    Z[4 * C + k] = T(huge);                       // all equal, huge
+    Z[5 * C + k] = T(-huge);                      // all equal, -huge
+    Z[6 * C + k] = T(k == 7 ? huge : -huge);      // one huge winner
+    Z[7 * C + k] = T(k * huge / C - huge / 2);    // spread over the whole range
+  }
+  std::vector<std::uint8_t> labels(static_cast<std::size_t>(b));
+  for (int j = 0; j < b; ++j) labels[j] = std::uint8_t((3 * j + 1) % C);
+  const SoftmaxRef ref = softmax_ref(Z, C, b, labels.data());
+  auto d_Z = to_device(Z);
+  auto d_lab = to_device(labels);
+  nn::DeviceBuffer<T> d_Y(Z.size()), d_Y2(Z.size());
+  nn::DeviceBuffer<double> d_loss(1);
+  nn::test::for_each_schedule([&] {
+    nn::softmax_columns(d_Z.get(), C, b, d_Y.get());
+    expect_softmax_matches(to_host(d_Y), ref, C, b);
+    d_loss.zero();
+    nn::softmax_xent(d_Z.get(), d_lab.get(), C, b, T(1) / T(b), d_Y2.get(), (T*)nullptr,
+                     d_loss.get(), nullptr);
+    expect_softmax_matches(to_host(d_Y2), ref, C, b);
+    const double loss = scalar_of(d_loss);
+    double want = 0, tol = 0;
+    for (int j = 0; j < b; ++j) {
+      want += ref.ce[j];
+      tol += ref.ce_tol[j];
+    }
+    EXPECT_TRUE(std::isfinite(loss));
+    EXPECT_NEAR(loss, want, tol + 1e-12 * std::abs(want));
+  });
+}
+
+// ---- fused softmax + cross-entropy + gradient ------------------------------------------------
+
+TYPED_TEST(OpsTest, SoftmaxXentMatchesCpu) {
+  using T = TypeParam;
+  for (const auto& cb : {std::array{10, 1}, std::array{10, 7}, std::array{10, 1000},
+                            std::array{37, 20}}) {
+    const int C = cb[0], b = cb[1];
+    SCOPED_TRACE("C=" + std::to_string(C) + " b=" + std::to_string(b));
+    std::vector<T> Z;
+    std::vector<std::uint8_t> labels;
+    make_scores(C, b, -6.0, 6.0, std::uint64_t(C) * 31 + b, Z, labels);
+    const T inv_B = T(1) / T(3 * b + 2);  // the global batch, not this slice's column count
+    const SoftmaxRef ref = softmax_ref(Z, C, b, labels.data());
+    std::vector<double> dref(Z.size()), dtol(Z.size());
+    double loss_ref = 0, loss_tol = 0;
+    unsigned correct_ref = 0;
+    for (int j = 0; j < b; ++j) {
+      for (int k = 0; k < C; ++k) {
+        const std::size_t e = std::size_t(j) * C + k;
+        const double d = ref.y[e] - (k == labels[j] ? 1.0 : 0.0);
+        dref[e] = d * double(inv_B);
+        dtol[e] = double(inv_B) * (ref.y_tol[e] + 2 * kEps<T> * std::abs(d)) + kTiny<T>;
+      }
+      loss_ref += ref.ce[j];
+      loss_tol += ref.ce_tol[j];
+      correct_ref += ref.arg[j] == labels[j];
+    }
+    auto d_Z = to_device(Z);
+    auto d_lab = to_device(labels);
+    nn::DeviceBuffer<T> d_y(Z.size()), d_d(Z.size());
+    nn::DeviceBuffer<double> d_loss(1);
+    nn::DeviceBuffer<unsigned> d_cor(1);
+    const double loss0 = 1.25;  // outputs accumulate
+    const unsigned cor0 = 3;
+    nn::test::for_each_schedule([&] {
+      d_loss.upload(&loss0, 1);
+      d_cor.upload(&cor0, 1);
+      nn::softmax_xent(d_Z.get(), d_lab.get(), C, b, inv_B, d_y.get(), d_d.get(), d_loss.get(),
+                       d_cor.get());
+      expect_softmax_matches(to_host(d_y), ref, C, b);
+      const auto dz = to_host(d_d);
+      for (std::size_t e = 0; e < dz.size(); ++e) ASSERT_NEAR(double(dz[e]), dref[e], dtol[e]) << e;
+      EXPECT_NEAR(scalar_of(d_loss) - loss0, loss_ref, loss_tol);
+      EXPECT_EQ(scalar_of(d_cor) - cor0, correct_ref);
+
+      // Each output alone; dZ2 written in place over a copy of Z.
+      auto d_W = to_device(Z);
+      d_loss.zero();
+      d_cor.zero();
+      nn::softmax_xent(d_W.get(), d_lab.get(), C, b, inv_B, (T*)nullptr, d_W.get(), nullptr,
+                       nullptr);
+      const auto dz2 = to_host(d_W);
+      for (std::size_t e = 0; e < dz2.size(); ++e) ASSERT_NEAR(double(dz2[e]), dref[e], dtol[e]) << e;
+      nn::softmax_xent(d_Z.get(), d_lab.get(), C, b, inv_B, (T*)nullptr, (T*)nullptr,
+                       d_loss.get(), nullptr);
+      nn::softmax_xent(d_Z.get(), d_lab.get(), C, b, inv_B, (T*)nullptr, (T*)nullptr, nullptr,
+                       d_cor.get());
+      EXPECT_NEAR(scalar_of(d_loss), loss_ref, loss_tol);
+      EXPECT_EQ(scalar_of(d_cor), correct_ref);
+    });
+  }
+}
+
+TYPED_TEST(OpsTest, CountCorrectMatchesCpuWithTies) {
+  using T = TypeParam;
+  for (const auto& cb : {std::array{10, 1}, std::array{10, 7}, std::array{10, 1000},
+                            std::array{2, 33}, std::array{40, 17}}) {
+    const int C = cb[0], b = cb[1];
+    SCOPED_TRACE("C=" + std::to_string(C) + " b=" + std::to_string(b));
+    std::vector<T> Z;
+    std::vector<std::uint8_t> labels;
+    make_scores(C, b, -3.0, 3.0, std::uint64_t(C) * 101 + b, Z, labels);
+    const SoftmaxRef ref = softmax_ref(Z, C, b, nullptr);
+    unsigned want = 0;
+    for (int j = 0; j < b; ++j) want += ref.arg[j] == labels[j];
+    auto d_Z = to_device(Z);
+    auto d_lab = to_device(labels);
+    nn::DeviceBuffer<unsigned> d_cor(1);
+    nn::test::for_each_schedule([&] {
+      const unsigned start = 11;
+      d_cor.upload(&start, 1);
+      nn::count_correct(d_Z.get(), d_lab.get(), C, b, d_cor.get());
+      EXPECT_EQ(scalar_of(d_cor), start + want);
+    });
+  }
+}
+
+// A batch larger than one grid covers (2048 blocks x 16 columns): the column loop strides.
+// One run in the default order (it is the emulator's slowest test): the same loop runs
+// under every order in the tests above.
+TEST(OpsLarge, SoftmaxXentStridesOverFullTrainingSet) {
+  const int C = 10, b = 60000;
+  std::vector<float> Z;
+  std::vector<std::uint8_t> labels;
+  make_scores(C, b, -5.0, 5.0, 424242, Z, labels);
+  const SoftmaxRef ref = softmax_ref(Z, C, b, labels.data());
+  double loss_ref = 0, loss_tol = 0;
+  unsigned correct_ref = 0;
+  for (int j = 0; j < b; ++j) {
+    loss_ref += ref.ce[j];
+    loss_tol += ref.ce_tol[j];
+    correct_ref += ref.arg[j] == labels[j];
+  }
+  auto d_Z = to_device(Z);
+  auto d_lab = to_device(labels);
+  nn::DeviceBuffer<float> d_y(Z.size());
+  nn::DeviceBuffer<double> d_loss(1);
+  nn::DeviceBuffer<unsigned> d_cor(1), d_cor2(1);
+  d_loss.zero();
+  d_cor.zero();
+  d_cor2.zero();
+  nn::softmax_xent(d_Z.get(), d_lab.get(), C, b, 1.0f / b, d_y.get(), (float*)nullptr, d_loss.get(),
+                   d_cor.get());
+  nn::count_correct(d_Z.get(), d_lab.get(), C, b, d_cor2.get());
+  expect_softmax_matches(to_host(d_y), ref, C, b);
+  EXPECT_NEAR(scalar_of(d_loss), loss_ref, loss_tol);
+  EXPECT_EQ(scalar_of(d_cor), correct_ref);
+  EXPECT_EQ(scalar_of(d_cor2), correct_ref);
+}
+
+// ---- row sums --------------------------------------------------------------------------------
+
+TYPED_TEST(OpsTest, RowSumsMatchesCpu) {
+  using T = TypeParam;
+  struct Case {
+    int M, n, lda;
+    double beta;
+  };
+  // db2 (10 x b), db1 (H x b), lda > M, beta != 0, a single row / column, M not a tile multiple.
+  for (const Case c : {Case{10, 1000, 10, 0.0}, Case{200, 37, 200, 0.0}, Case{37, 129, 45, 0.5},
+                       Case{1, 1, 1, 1.0}, Case{13, 3, 16, -2.0}, Case{3, 700, 5, 1.0}}) {
+    SCOPED_TRACE("M=" + std::to_string(c.M) + " n=" + std::to_string(c.n) +
+                 " lda=" + std::to_string(c.lda) + " beta=" + std::to_string(c.beta));
+    const std::vector<T> A = uniform<T>(std::size_t(c.lda) * c.n, -1.0, 1.0, c.M * 7 + c.n);
+    const std::vector<T> out0 = uniform<T>(std::size_t(c.M), -3.0, 3.0, c.M + 1);
+    std::vector<double> want(std::size_t(c.M)), tol(std::size_t(c.M));
+    for (int i = 0; i < c.M; ++i) {
+      double s = 0, sabs = 0;
+      for (int j = 0; j < c.n; ++j) {
+        s += A[std::size_t(j) * c.lda + i];
+        sabs += std::abs(double(A[std::size_t(j) * c.lda + i]));
+      }
+      const double prior = c.beta == 0 ? 0.0 : c.beta * double(out0[i]);
+      want[i] = prior + s;
+      tol[i] = (c.n + 2) * kEps<T> * (sabs + std::abs(prior)) + kTiny<T>;
+    }
+    auto d_A = to_device(A);
+    nn::DeviceBuffer<T> d_out(static_cast<std::size_t>(c.M));
+    nn::test::for_each_schedule([&] {
+      if (c.beta == 0) {
+        // beta = 0 must not read out: NaN there must not leak into the result.
+        const std::vector<T> nans(std::size_t(c.M), std::numeric_limits<T>::quiet_NaN());
+        d_out.upload(nans.data(), nans.size());
+      } else {
+        d_out.upload(out0.data(), out0.size());
+      }
+      nn::row_sums(d_A.get(), c.M, c.n, c.lda, d_out.get(), T(c.beta));
+      const auto got = to_host(d_out);
+      for (int i = 0; i < c.M; ++i) ASSERT_NEAR(double(got[i]), want[i], tol[i]) << "row " << i;
+    });
+  }
+}
+
+// No columns (a rank with an empty slice) follows BLAS: out = beta * out, so beta = 0 gives
+// zeros; no rows leaves out untouched.
+TYPED_TEST(OpsTest, RowSumsWithoutColumnsOrRows) {
+  using T = TypeParam;
+  const std::vector<T> out0 = {T(1.5), T(-2), T(4)};
+  auto d_A = to_device(std::vector<T>(6, T(1)));
+  nn::DeviceBuffer<T> d_out(3);
+  nn::test::for_each_schedule([&] {
+    d_out.upload(out0.data(), 3);
+    nn::row_sums(d_A.get(), 3, 0, 3, d_out.get(), T(0));
+    EXPECT_EQ(to_host(d_out), std::vector<T>(3, T(0)));
+    d_out.upload(out0.data(), 3);
+    nn::row_sums(d_A.get(), 3, 0, 3, d_out.get(), T(2));
+    EXPECT_EQ(to_host(d_out), (std::vector<T>{T(3), T(-4), T(8)}));
+    d_out.upload(out0.data(), 3);
+    nn::row_sums(d_A.get(), 0, 2, 3, d_out.get(), T(0));
+    EXPECT_EQ(to_host(d_out), out0);
+  });
+}
+
+// ---- elementwise -----------------------------------------------------------------------------
+
+TYPED_TEST(OpsTest, SigmoidMatchesCpuAndIsStable) {
+  using T = TypeParam;
+  std::vector<T> Z = uniform<T>(1000, -30.0, 30.0, 17);
+  const T big = std::numeric_limits<T>::max();
+  for (const double v : {0.0, -0.0, 1e-8, -1e-8, 20.0, -20.0, 88.0, -88.0, 100.0, -100.0, 800.0,
+                         -800.0, 1e4, -1e4})
+    Z.push_back(T(v));
+  Z.push_back(big);
+  Z.push_back(-big);
+  const std::size_t n = Z.size();
+  auto d_Z = to_device(Z);
+  nn::DeviceBuffer<T> d_A(n);
+  nn::test::for_each_schedule([&] {
+    nn::sigmoid(d_Z.get(), n, d_A.get());
+    auto d_W = to_device(Z);
+    nn::sigmoid(d_W.get(), n, d_W.get());  // in place
+    for (const auto& got : {to_host(d_A), to_host(d_W)})
+      for (std::size_t k = 0; k < n; ++k) {
+        const double z = Z[k], want = 1.0 / (1.0 + std::exp(-z));
+        ASSERT_TRUE(got[k] >= T(0) && got[k] <= T(1)) << "z=" << z;
+        ASSERT_NEAR(double(got[k]), want, 4 * kEps<T> * want + kTiny<T>) << "z=" << z;
+      }
+  });
+}
+
+TYPED_TEST(OpsTest, SigmoidBackwardMatchesCpuInPlace) {
+  using T = TypeParam;
+  const std::size_t n = 1037;
+  const std::vector<T> dA = uniform<T>(n, -2.0, 2.0, 3);
+  const std::vector<T> a = uniform<T>(n, 0.0, 1.0, 4);
+  std::vector<double> want(n);
+  for (std::size_t k = 0; k < n; ++k) want[k] = double(dA[k]) * a[k] * (1.0 - a[k]);
+  auto d_a = to_device(a);
+  auto d_dA = to_device(dA);
+  nn::DeviceBuffer<T> d_dZ(n);
+  nn::test::for_each_schedule([&] {
+    nn::sigmoid_backward(d_dA.get(), d_a.get(), n, d_dZ.get());
+    auto d_W = to_device(dA);
+    nn::sigmoid_backward(d_W.get(), d_a.get(), n, d_W.get());  // in place: dZ1 == dA1
+    for (const auto& got : {to_host(d_dZ), to_host(d_W)})
+      for (std::size_t k = 0; k < n; ++k)
+        ASSERT_NEAR(double(got[k]), want[k], 3 * kEps<T> * std::abs(want[k]) + kTiny<T>) << k;
+  });
+}
+
+TYPED_TEST(OpsTest, SgdUpdateWithAndWithoutRegularisation) {
+  using T = TypeParam;
+  const std::size_t n = 2049;
+  const std::vector<T> p0 = uniform<T>(n, -1.0, 1.0, 8);
+  const std::vector<T> g = uniform<T>(n, -0.5, 0.5, 9);
+  auto d_g = to_device(g);
+  nn::DeviceBuffer<T> d_p(n);
+  for (const double reg : {0.0, 1e-3, 0.25}) {
+    const double lr = 0.1;
+    nn::test::for_each_schedule([&] {
+      d_p.upload(p0.data(), n);
+      nn::sgd_update(d_p.get(), d_g.get(), n, T(lr), T(reg));
+      const auto got = to_host(d_p);
+      for (std::size_t k = 0; k < n; ++k) {
+        const double p = p0[k], want = p - lr * (double(g[k]) + reg * p);
+        const double tol = 4 * kEps<T> * (std::abs(p) + lr * (std::abs(double(g[k])) + reg * std::abs(p)));
+        ASSERT_NEAR(double(got[k]), want, tol) << "reg=" << reg << " k=" << k;
+      }
+    });
+  }
+}
+
+TYPED_TEST(OpsTest, SumSquaresAccumulatesInDouble) {
+  using T = TypeParam;
+  // 300007 entries are more than one grid (1024 blocks x 256 threads) covers, so the loop
+  // strides; that size runs in the default order only, to keep the emulator run short.
+  for (const std::size_t n : {std::size_t(1), std::size_t(1000), std::size_t(300007)}) {
+    const std::vector<T> p = uniform<T>(n, -2.0, 2.0, n);
+    long double want = 0;
+    for (const T v : p) want += (long double)v * v;
+    auto d_p = to_device(p);
+    nn::DeviceBuffer<double> d_out(1);
+    const auto check = [&] {
+      const double start = 0.75;
+      d_out.upload(&start, 1);
+      nn::sum_squares(d_p.get(), n, d_out.get());
+      EXPECT_NEAR(scalar_of(d_out) - start, double(want), 4.0 * n * kEps<double> * double(want))
+          << "n=" << n;
+    };
+    if (n > 100000)
+      check();
+    else
+      nn::test::for_each_schedule(check);
+  }
+}
+
+// ---- empty sizes: no launch, outputs untouched ------------------------------------------------
+
+TYPED_TEST(OpsTest, EmptySizesLeaveOutputsUntouched) {
+  using T = TypeParam;
+  const std::vector<T> sentinel(40, T(7.5));
+  nn::DeviceBuffer<std::uint8_t> d_bytes(64);
+  nn::DeviceBuffer<std::uint32_t> d_idx(8);
+  d_bytes.zero();
+  d_idx.zero();
+  auto d_in = to_device(sentinel);
+  auto d_out = to_device(sentinel);
+  nn::DeviceBuffer<double> d_loss(1);
+  nn::DeviceBuffer<unsigned> d_cor(1);
+  nn::test::for_each_schedule([&] {
+    const double loss0 = 2.5;
+    const unsigned cor0 = 9;
+    d_loss.upload(&loss0, 1);
+    d_cor.upload(&cor0, 1);
+    nn::gather_normalize<T>(d_bytes.get(), 4, d_idx.get(), 0, d_out.get());
+    nn::gather_normalize<T>(d_bytes.get(), 0, d_idx.get(), 4, d_out.get());
+    nn::gather_labels<T>(d_bytes.get(), d_idx.get(), 0, d_bytes.get() + 32);
+    nn::softmax_columns(d_in.get(), 10, 0, d_out.get());
+    nn::softmax_xent(d_in.get(), d_bytes.get(), 10, 0, T(1), d_out.get(), d_out.get(),
+                     d_loss.get(), d_cor.get());
+    nn::count_correct(d_in.get(), d_bytes.get(), 10, 0, d_cor.get());
+    nn::sigmoid(d_in.get(), 0, d_out.get());
+    nn::sigmoid_backward(d_in.get(), d_in.get(), 0, d_out.get());
+    nn::sgd_update(d_out.get(), d_in.get(), 0, T(1), T(1));
+    nn::sum_squares(d_in.get(), 0, d_loss.get());
+    EXPECT_EQ(to_host(d_out), sentinel);
+    EXPECT_EQ(scalar_of(d_loss), loss0);
+    EXPECT_EQ(scalar_of(d_cor), cor0);
+    std::vector<std::uint8_t> bytes(64);
+    d_bytes.download(bytes.data(), bytes.size());
+    EXPECT_EQ(bytes, std::vector<std::uint8_t>(64, 0));
+  });
+}
+
+}  // namespace
