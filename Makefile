@@ -58,8 +58,7 @@ obj = $(addprefix $(1)/obj/,$(addsuffix .o,$(basename $(2))))
 # ---- CPU (emulator) build ----------------------------------------------------------
 SIMCC        := kernels/sim/simcc
 CPU_NVTX_INC := $(if $(NVTX_DIR),-I$(CPU_DIR)/nvtx-include)
-CPU_CXXFLAGS := $(CXXFLAGS_COMMON) -DSIM_EMULATOR=1 -Ikernels/sim/include $(CPU_NVTX_INC) $(SANFLAGS) \
-                $(if $(filter 1,$(SANITIZE)),-DSIM_FIBER_UCONTEXT=1)
+CPU_CXXFLAGS := $(CXXFLAGS_COMMON) -DSIM_EMULATOR=1 -Ikernels/sim/include $(CPU_NVTX_INC) $(SANFLAGS)
 CPU_HOST_OBJ := $(call obj,$(CPU_DIR),$(HOST_SRCS))
 CPU_KERN_OBJ := $(call obj,$(CPU_DIR),$(KERNEL_SRCS))
 CPU_TEST_OBJ := $(call obj,$(CPU_DIR),$(TEST_SRCS) $(TEST_CU))
