@@ -143,7 +143,7 @@ $(CUDA_TESTS): $(CUDA_TEST_OBJ) $(CUDA_LIB)
 	$(MPICXX) $^ -lgtest $(CUDA_LDLIBS) -o $@
 
 # ---- top-level targets -----------------------------------------------------------------
-.PHONY: all cpu cuda test test-cpu test-cuda run data setup clean help
+.PHONY: all cpu cuda test test-cpu test-cuda run data setup clean help bench
 
 cpu: $(CPU_TRAIN) $(CPU_TESTS) $(CPU_BENCH)
 cuda: $(CUDA_TRAIN) $(CUDA_TESTS) $(CUDA_BENCH)
@@ -193,6 +193,27 @@ run: all data
 data:
 	@bash data/get_mnist.sh
 
+# `make bench`: the GEMM lab (every variant validated, then timed; CSV), the emulator's
+# own speed (tiled SGEMM 512^3, barrier cost) and the IDX loader against zcat.
+# On a GPU the CUDA build's full-size GEMM lab runs; otherwise emulator figures only.
+BENCH_OUT ?= $(BUILD)/bench
+SIM_BENCH := $(CPU_DIR)/bin/sim_bench_tiled
+$(SIM_BENCH): kernels/sim/examples/bench_tiled.cu $(CPU_SIMLIB)
+	@mkdir -p $(dir $@)
+	$(PYTHON) $(SIMCC) -O2 $(SANFLAGS) --no-sim-runtime $< $(CPU_SIMLIB) -lboost_context -pthread -o $@
+bench: all $(SIM_BENCH)
+	@mkdir -p $(BENCH_OUT)
+	@if [ "$(HAVE_NVCC)" = yes ] && [ "$(GPU_VISIBLE)" = yes ]; then \
+	  echo "== GEMM lab on the GPU (CUDA build) =="; \
+	  $(CUDA_DIR)/bin/gemm_bench --configs --repeats 50 --csv $(BENCH_OUT)/gemm_gpu.csv; \
+	fi
+	@echo "== GEMM lab on the emulator (CPU wall time, not GPU performance) =="
+	$(CPU_DIR)/bin/gemm_bench --quick --csv $(BENCH_OUT)/gemm_emulator.csv
+	@echo "== emulator speed: 16x16 tiled SGEMM and barrier cost (CPU) =="
+	$(SIM_BENCH)
+	@echo "== IDX loader vs zcat =="
+	IDX_LOAD_BENCH=$(CPU_DIR)/bin/idx_load_bench bash bench/idx_load_vs_zcat.sh
+
 clean:
 	rm -rf $(BUILD)
 
@@ -201,6 +222,7 @@ help:
 	@echo "make test    run the gtest suite at 1-4 MPI ranks (emulator; also CUDA on a GPU)"
 	@echo "make run     get data and train (RUN_ARGS='--epochs 3 ...')"
 	@echo "make data    download MNIST, or fall back to Debian's Fashion-MNIST offline"
+	@echo "make bench   GEMM lab (validate + time every variant), emulator speed, loader speed"
 	@echo "make setup   check/install dependencies"
 	@echo "make clean   remove $(BUILD)/"
 	@echo "variables: USE_DOUBLE=1 DEBUG=1 SANITIZE=1 CUDA_HOME= CUDA_ARCH='80 90' NP_LIST='1 2'"
