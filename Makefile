@@ -143,7 +143,7 @@ $(CUDA_TESTS): $(CUDA_TEST_OBJ) $(CUDA_LIB)
 	$(MPICXX) $^ -lgtest $(CUDA_LDLIBS) -o $@
 
 # ---- top-level targets -----------------------------------------------------------------
-.PHONY: all cpu cuda test test-cpu test-cuda run data setup clean help bench
+.PHONY: all cpu cuda test test-cpu test-cuda test-sim-examples run data setup clean help bench
 
 cpu: $(CPU_TRAIN) $(CPU_TESTS) $(CPU_BENCH)
 cuda: $(CUDA_TRAIN) $(CUDA_TESTS) $(CUDA_BENCH)
@@ -172,6 +172,7 @@ GPU_VISIBLE = $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
 # test-cpu then test-cuda, in that order even under -j.
 test: all
 	@$(MAKE) --no-print-directory -j1 test-cpu
+	@$(MAKE) --no-print-directory -j1 test-sim-examples
 	@$(if $(HAVE_NVCC),$(MAKE) --no-print-directory -j1 test-cuda)
 test-cpu: cpu
 	@set -e; for np in $(NP_LIST); do \
@@ -180,6 +181,11 @@ test-cpu: cpu
 	  $(MPI_ENV) SIM_ORDER=$$order SIM_SEED=$$np $(if $(filter 1,$(SANITIZE)),ASAN_OPTIONS=detect_leaks=$$((np == 1))) \
 	    $(MPIRUN) $(MPIRUN_FLAGS) -np $$np $(CPU_TESTS) $(TEST_ARGS); \
 	done
+# The emulator's standalone checks: simcc builds plain CUDA programs, faults in the default
+# abort mode end the process with the right message, ASan sees out-of-bounds kernel writes.
+test-sim-examples:
+	@echo "== kernels/sim/examples/verify.sh (standalone simcc programs, abort-mode faults, ASan) =="
+	@SIMCC_CACHE_DIR=$(abspath $(BUILD))/simcc-cache bash kernels/sim/examples/verify.sh $(BUILD)/sim-examples
 test-cuda: cuda
 	@if [ "$(GPU_VISIBLE)" = yes ]; then \
 	  for np in $(NP_LIST); do echo "== $(CUDA_TESTS) (GPU) at $$np MPI rank(s) =="; \

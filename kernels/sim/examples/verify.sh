@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2015  # ok() never fails, so "A && ok || bad" is an if-then-else here
 # Builds and runs the emulator examples and checks their outcomes (the manual
 # verification of kernels/sim). Usage: kernels/sim/examples/verify.sh [outdir]
 # Needs g++, Boost.Context; uses nvcc -c too when it is installed.
@@ -7,9 +8,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 simcc="$here/../simcc"
 out=${1:-$(mktemp -d)}
 mkdir -p "$out"
-fail=0
-ok() { echo "ok   $*"; }
-bad() { echo "FAIL $*"; fail=1; }
+fail=0 passed=0 failed=0
+ok() { echo "ok   $*"; passed=$((passed + 1)); }
+bad() { echo "FAIL $*"; fail=1; failed=$((failed + 1)); }
 expect_fault() {  # name, expected text, command...
   local name=$1 text=$2; shift 2
   local log; log=$("$@" 2>&1); local rc=$?
@@ -43,5 +44,5 @@ if command -v nvcc >/dev/null; then
     nvcc -arch=sm_90 -c "$here/$f.cu" -o "$out/$f.nvcc.o" 2>/dev/null && ok "nvcc -c $f.cu" || bad "nvcc -c $f.cu"
   done
 fi
-[ $fail -eq 0 ] && echo "verify: all ok" || echo "verify: FAILURES"
+echo "verify: $passed passed, $failed failed"
 exit $fail
