@@ -4,8 +4,11 @@
 
 #include <mpi.h>
 
+#include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 namespace nn::comm {
 namespace {
@@ -102,6 +105,131 @@ std::string broadcast(const std::string& s) {
   out.resize(n);
   if (n > 0)
     check(MPI_Bcast(out.data(), static_cast<int>(n), MPI_CHAR, 0, MPI_COMM_WORLD), "MPI_Bcast");
+  return out;
+}
+
+namespace {
+
+// MPI counts are ints: longer buffers go in pieces of at most INT_MAX elements.
+constexpr std::size_t kMaxCount = static_cast<std::size_t>(INT_MAX);
+
+template <class T>
+void allreduce_sum_impl(T* buf, std::size_t n, MPI_Datatype type) {
+  for (std::size_t done = 0; done < n;) {
+    const std::size_t m = std::min(kMaxCount, n - done);
+    check(MPI_Allreduce(MPI_IN_PLACE, buf + done, static_cast<int>(m), type, MPI_SUM,
+                        MPI_COMM_WORLD),
+          "MPI_Allreduce");
+    done += m;
+  }
+}
+
+}  // namespace
+
+void allreduce_sum(float* buf, std::size_t n) { allreduce_sum_impl(buf, n, MPI_FLOAT); }
+void allreduce_sum(double* buf, std::size_t n) { allreduce_sum_impl(buf, n, MPI_DOUBLE); }
+
+void broadcast_bytes(void* p, std::size_t n) {
+  auto* b = static_cast<unsigned char*>(p);
+  for (std::size_t done = 0; done < n;) {
+    const std::size_t m = std::min(kMaxCount, n - done);
+    check(MPI_Bcast(b + done, static_cast<int>(m), MPI_BYTE, 0, MPI_COMM_WORLD), "MPI_Bcast");
+    done += m;
+  }
+}
+
+void broadcast(std::vector<double>& v) {
+  const std::uint64_t n = broadcast_value<std::uint64_t>(v.size());
+  v.resize(n);
+  broadcast_bytes(v.data(), n * sizeof(double));
+}
+
+std::vector<std::uint8_t> scatterv_bytes(const std::vector<std::uint8_t>& send_on_root,
+                                         const std::vector<std::size_t>& counts_on_root) {
+  const int p = size(), me = rank();
+  // Rank 0 checks its inputs; a mismatch is a programming error, so the job aborts.
+  std::vector<std::uint64_t> counts(p, 0);
+  if (me == 0) {
+    if (counts_on_root.size() != static_cast<std::size_t>(p)) {
+      std::fprintf(stderr, "internal error: scatterv_bytes: %zu counts for %d ranks\n",
+                   counts_on_root.size(), p);
+      abort_job(2);
+    }
+    std::uint64_t total = 0;
+    for (int r = 0; r < p; ++r) total += counts[r] = counts_on_root[r];
+    if (total != send_on_root.size()) {
+      std::fprintf(stderr, "internal error: scatterv_bytes: counts sum to %llu, buffer has %zu\n",
+                   static_cast<unsigned long long>(total), send_on_root.size());
+      abort_job(2);
+    }
+  }
+  broadcast_bytes(counts.data(), counts.size() * sizeof(std::uint64_t));
+  std::uint64_t total = 0;
+  for (const std::uint64_t c : counts) total += c;
+  std::vector<std::uint8_t> mine(counts[me]);
+
+  if (total <= kMaxCount) {
+    // The common case: one collective (offsets are at most total, so they fit too).
+    std::vector<int> icounts(p), displs(p);
+    int off = 0;
+    for (int r = 0; r < p; ++r) {
+      icounts[r] = static_cast<int>(counts[r]);
+      displs[r] = off;
+      off += icounts[r];
+    }
+    check(MPI_Scatterv(me == 0 ? send_on_root.data() : nullptr, icounts.data(), displs.data(),
+                       MPI_BYTE, mine.data(), icounts[me], MPI_BYTE, 0, MPI_COMM_WORLD),
+          "MPI_Scatterv");
+    return mine;
+  }
+  // Past 2 GiB: rank 0 sends each rank its block in INT_MAX-byte messages, in order.
+  if (me == 0) {
+    std::size_t off = 0;
+    for (int r = 0; r < p; ++r) {
+      if (r == 0) {
+        if (counts[0]) std::memcpy(mine.data(), send_on_root.data(), counts[0]);
+      } else {
+        for (std::size_t done = 0; done < counts[r];) {
+          const std::size_t m = std::min<std::size_t>(kMaxCount, counts[r] - done);
+          check(MPI_Send(send_on_root.data() + off + done, static_cast<int>(m), MPI_BYTE, r, 0,
+                         MPI_COMM_WORLD),
+                "MPI_Send");
+          done += m;
+        }
+      }
+      off += counts[r];
+    }
+  } else {
+    for (std::size_t done = 0; done < mine.size();) {
+      const std::size_t m = std::min(kMaxCount, mine.size() - done);
+      check(MPI_Recv(mine.data() + done, static_cast<int>(m), MPI_BYTE, 0, 0, MPI_COMM_WORLD,
+                     MPI_STATUS_IGNORE),
+            "MPI_Recv");
+      done += m;
+    }
+  }
+  return mine;
+}
+
+std::vector<std::string> gather_strings(const std::string& mine) {
+  const int p = size(), me = rank();
+  int len = static_cast<int>(std::min(mine.size(), kMaxCount));
+  std::vector<int> lens(me == 0 ? p : 0), displs(me == 0 ? p : 0);
+  check(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Gather");
+  std::string all;
+  if (me == 0) {
+    std::size_t total = 0;
+    for (int r = 0; r < p; ++r) {
+      displs[r] = static_cast<int>(total);
+      total += static_cast<std::size_t>(lens[r]);
+    }
+    all.resize(total);
+  }
+  check(MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR,
+                    0, MPI_COMM_WORLD),
+        "MPI_Gatherv");
+  std::vector<std::string> out;
+  for (int r = 0; me == 0 && r < p; ++r) out.push_back(all.substr(displs[r], lens[r]));
   return out;
 }
 

@@ -1,10 +1,12 @@
 // The communication layer: the only code in the project that calls MPI.
-// Session owns MPI_Init/Finalize; the helpers reduce and broadcast plain values.
+// Session owns MPI_Init/Finalize; the helpers reduce, broadcast, gather and scatter plain
+// values and byte blocks (the training shards, scattered once).
 // Tested by tests/comm/test_comm.cpp at 1-4 ranks (make test).
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace nn::comm {
@@ -35,6 +37,31 @@ void sum(std::vector<float>& values);
 std::uint64_t sum(std::uint64_t value);
 // Rank 0's string reaches every rank.
 std::string broadcast(const std::string& s);
+
+// ---- data-parallel training (src/trainer) ----
+// In-place sum over ranks of n values (MPI_IN_PLACE, MPI_SUM) on host or pinned memory;
+// buffers longer than INT_MAX elements go in several calls. Every rank passes the same n.
+void allreduce_sum(float* buf, std::size_t n);
+void allreduce_sum(double* buf, std::size_t n);
+// Rank 0's n bytes at p reach every rank (p must hold n bytes everywhere); chunked past INT_MAX.
+void broadcast_bytes(void* p, std::size_t n);
+// Rank 0's vector (length and contents) reaches every rank.
+void broadcast(std::vector<double>& v);
+// Rank 0's value of a trivially copyable object reaches every rank.
+template <class T>
+T broadcast_value(T v) {
+  static_assert(std::is_trivially_copyable_v<T>, "broadcast_value needs a trivially copyable type");
+  broadcast_bytes(&v, sizeof v);
+  return v;
+}
+// Scatter of variable-sized byte blocks from rank 0: on rank 0, counts_on_root[r] bytes
+// for rank r, packed in rank order in send_on_root (other ranks pass empty vectors).
+// Returns this rank's block. MPI_Scatterv when every count and offset fits an int, else
+// point-to-point messages of at most INT_MAX bytes.
+std::vector<std::uint8_t> scatterv_bytes(const std::vector<std::uint8_t>& send_on_root,
+                                         const std::vector<std::size_t>& counts_on_root);
+// Every rank's string, in rank order, on rank 0 (empty vector elsewhere).
+std::vector<std::string> gather_strings(const std::string& mine);
 void barrier();
 // Ends the whole job at once (internal fault on one rank).
 [[noreturn]] void abort_job(int code);
