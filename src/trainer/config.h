@@ -1,0 +1,32 @@
+// The trainer's configuration: every option of nn_train, with its default.
+// Filled from the command line and/or a `key = value` file by parse_config (config.cpp);
+// validated before any MPI work so every rank rejects bad input identically.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace nn::train {
+
+struct Config {
+  std::string data = "data/current";  // IDX directory: {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]
+  int hidden = 256;                   // H
+  std::size_t batch = 100;            // global batch size B (split over the ranks)
+  int epochs = 10;
+  double lr = 0.5;
+  double reg = 1e-4;                  // L2 on weights only
+  std::size_t train_size = 0;         // use the first N training images (0 = all)
+  std::size_t test_size = 0;          // use the first N test images (0 = all)
+  double val_fraction = 0.1;          // tail of the used training images held out
+  std::uint64_t seed = 1;             // initial weights and per-epoch shuffles
+  bool shuffle = true;                // false: batches in file order
+  int gemm = 4;                       // GEMM variant 0..4 (0 = cuBLAS, CUDA build only)
+  std::string save;                   // checkpoint written at the end ("" = none)
+  std::string load;                   // checkpoint to start from ("" = fresh init)
+  bool verify = false;                // replay on the Armadillo reference and compare
+  std::string metrics;                // per-epoch CSV ("" = none)
+  int print_every = 0;                // loss printouts every K batches within an epoch (0 = off)
+  std::string config_file;            // where options came from, for the header line
+};
+
+}  // namespace nn::train

@@ -1,0 +1,345 @@
+// GoogleTest suite for src/trainer/checkpoint.cpp: bit-exact round trips in both precisions,
+// the documented byte layout, one test per corruption class, atomic replacement and failed
+// saves. Each test writes only into its own mkdtemp directory (unique per MPI rank).
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/check.h"
+#include "trainer/checkpoint.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using nn::train::Checkpoint;
+using Bytes = std::vector<unsigned char>;
+
+// Values that catch a lossy or misordered encoding: signs, -0, subnormals, extremes,
+// infinities, and a pattern that differs between tensors and positions.
+Checkpoint sample(int D, int H, int C, bool is_double) {
+  Checkpoint ck;
+  ck.D = D, ck.H = H, ck.C = C, ck.is_double = is_double;
+  const double specials[] = {-0.0,
+                             std::numeric_limits<float>::denorm_min(),
+                             std::numeric_limits<float>::max(),
+                             -std::numeric_limits<float>::infinity(),
+                             is_double ? std::numeric_limits<double>::denorm_min() : 1.0,
+                             is_double ? 0.1 : static_cast<double>(0.1f)};
+  int k = 0;
+  for (auto [t, n] : {std::pair{&ck.W1, H * D}, {&ck.b1, H}, {&ck.W2, C * H}, {&ck.b2, C}}) {
+    for (int i = 0; i < n; ++i, ++k) {
+      double v = (k % 7 == 3) ? specials[(k / 7) % std::size(specials)]
+                              : (k * 0.731 - 17.5) / (1 + k % 13);
+      t->push_back(is_double ? v : static_cast<double>(static_cast<float>(v)));
+    }
+  }
+  return ck;
+}
+
+// Bit-level equality, so -0 vs 0 and NaN payloads would show.
+void expect_same_bits(const std::vector<double>& a, const std::vector<double>& b,
+                      const char* name) {
+  ASSERT_EQ(a.size(), b.size()) << name;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    ASSERT_EQ(std::memcmp(&a[i], &b[i], sizeof(double)), 0)
+        << name << "[" << i << "]: " << a[i] << " vs " << b[i];
+}
+
+void expect_same(const Checkpoint& a, const Checkpoint& b) {
+  EXPECT_EQ(a.D, b.D);
+  EXPECT_EQ(a.H, b.H);
+  EXPECT_EQ(a.C, b.C);
+  EXPECT_EQ(a.is_double, b.is_double);
+  expect_same_bits(a.W1, b.W1, "W1");
+  expect_same_bits(a.b1, b.b1, "b1");
+  expect_same_bits(a.W2, b.W2, "W2");
+  expect_same_bits(a.b2, b.b2, "b2");
+}
+
+std::uint32_t le32(const Bytes& b, std::size_t at) {
+  return b[at] | b[at + 1] << 8 | b[at + 2] << 16 | static_cast<std::uint32_t>(b[at + 3]) << 24;
+}
+void put_le32(Bytes& b, std::size_t at, std::uint32_t v) {
+  for (int i = 0; i < 4; ++i) b[at + i] = static_cast<unsigned char>(v >> (8 * i));
+}
+
+class CheckpointFile : public testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "nn_ckpt_XXXXXX").string();
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  static Bytes read(const std::string& p) {
+    std::ifstream f(p, std::ios::binary);
+    return Bytes(std::istreambuf_iterator<char>(f), {});
+  }
+  static void write(const std::string& p, const Bytes& b) {
+    std::ofstream(p, std::ios::binary)
+        .write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+  }
+  std::vector<std::string> listing() const {
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(dir_))
+      names.push_back(e.path().filename().string());
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+  // A valid float checkpoint's bytes, to corrupt.
+  Bytes valid_bytes() {
+    nn::train::save_checkpoint(path("valid.bin"), sample(5, 4, 3, false));
+    return read(path("valid.bin"));
+  }
+  // Loading `bytes` must fail with "<file>: ...<phrase>..." on one line.
+  void expect_refused(const Bytes& bytes, const std::string& phrase) {
+    const std::string p = path("bad.bin");
+    write(p, bytes);
+    try {
+      nn::train::load_checkpoint(p);
+      ADD_FAILURE() << "accepted; expected: " << phrase;
+    } catch (const nn::UserError& e) {
+      const std::string msg = e.what();
+      EXPECT_EQ(msg.rfind(p + ": ", 0), 0u) << msg;
+      EXPECT_NE(msg.find(phrase), std::string::npos) << msg;
+      EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    }
+  }
+  fs::path dir_;
+};
+
+TEST_F(CheckpointFile, RoundTripFloatIsBitExact) {
+  const Checkpoint ck = sample(784, 16, 10, false);
+  nn::train::save_checkpoint(path("f.bin"), ck);
+  expect_same(nn::train::load_checkpoint(path("f.bin")), ck);
+  EXPECT_EQ(fs::file_size(path("f.bin")), 32u + 4u * (16 * 784 + 16 + 10 * 16 + 10) + 4u);
+}
+
+TEST_F(CheckpointFile, RoundTripDoubleIsBitExact) {
+  const Checkpoint ck = sample(784, 16, 10, true);
+  nn::train::save_checkpoint(path("d.bin"), ck);
+  expect_same(nn::train::load_checkpoint(path("d.bin")), ck);
+  EXPECT_EQ(fs::file_size(path("d.bin")), 32u + 8u * (16 * 784 + 16 + 10 * 16 + 10) + 4u);
+}
+
+// The layout of docs/checkpoint.md, byte by byte.
+TEST_F(CheckpointFile, LayoutMatchesTheDocumentation) {
+  Checkpoint ck = sample(3, 2, 2, false);
+  ck.W1 = {1, 2, 3, 4, 5, 6};  // H x D = 2 x 3, column-major
+  ck.b1 = {7, 8};
+  ck.W2 = {9, 10, 11, 12};
+  ck.b2 = {13, 14};
+  nn::train::save_checkpoint(path("l.bin"), ck);
+  const Bytes b = read(path("l.bin"));
+  ASSERT_EQ(b.size(), 32u + 4u * 14 + 4u);
+  EXPECT_EQ(std::memcmp(b.data(), "NNMNIST\0", 8), 0);
+  EXPECT_EQ(le32(b, 8), 1u);   // version
+  EXPECT_EQ(le32(b, 12), 4u);  // bytes per value
+  EXPECT_EQ(le32(b, 16), 3u);  // D
+  EXPECT_EQ(le32(b, 20), 2u);  // H
+  EXPECT_EQ(le32(b, 24), 2u);  // C
+  EXPECT_EQ(le32(b, 28), 0u);  // reserved
+  for (int i = 0; i < 14; ++i) {
+    float f;
+    const std::uint32_t bits = le32(b, 32 + 4 * i);
+    std::memcpy(&f, &bits, 4);
+    EXPECT_EQ(f, static_cast<float>(i + 1)) << "value " << i;
+  }
+  const auto crc = static_cast<std::uint32_t>(crc32(0L, b.data(), static_cast<uInt>(b.size() - 4)));
+  EXPECT_EQ(le32(b, b.size() - 4), crc);
+}
+
+TEST_F(CheckpointFile, RefusesWhatIsNotACheckpoint) {
+  expect_refused({}, "not a checkpoint file (bad magic)");
+  const std::string text = "hidden = 512\n";
+  expect_refused(Bytes(text.begin(), text.end()), "not a checkpoint file (bad magic)");
+  Bytes b = valid_bytes();
+  b[0] = 'X';
+  expect_refused(b, "not a checkpoint file (bad magic)");
+}
+
+TEST_F(CheckpointFile, RefusesOtherVersionsAndPrecisions) {
+  Bytes b = valid_bytes();
+  put_le32(b, 8, 2);
+  expect_refused(b, "unsupported checkpoint version 2 (this build reads version 1)");
+  b = valid_bytes();
+  put_le32(b, 12, 3);
+  expect_refused(b, "corrupt header: precision 3 (expected 4 or 8 bytes per value)");
+  b = valid_bytes();
+  put_le32(b, 28, 1);
+  expect_refused(b, "corrupt header: reserved field is not zero");
+}
+
+TEST_F(CheckpointFile, RefusesZeroAndHugeSizesBeforeAllocating) {
+  Bytes b = valid_bytes();
+  put_le32(b, 20, 0);
+  expect_refused(b, "corrupt header: zero size (D=5 H=0 C=3)");
+  b = valid_bytes();
+  put_le32(b, 16, 0xFFFFFFFFu);
+  expect_refused(b, "corrupt header: implausible sizes (D=4294967295 H=4 C=3)");
+  // Within int range but far beyond the file: caught by the length check, so no
+  // multi-gigabyte buffer is ever requested.
+  b = valid_bytes();
+  put_le32(b, 16, 1u << 30);
+  expect_refused(b, "truncated (");
+  b = valid_bytes();
+  put_le32(b, 16, 0x7FFFFFFFu);
+  put_le32(b, 20, 0x7FFFFFFFu);
+  put_le32(b, 12, 8);
+  expect_refused(b, "corrupt header: implausible sizes");  // H*D*8 overflows 64 bits
+}
+
+TEST_F(CheckpointFile, RefusesTruncatedFilesAndTrailingBytes) {
+  const Bytes good = valid_bytes();
+  Bytes b(good.begin(), good.end() - 1);
+  expect_refused(b, "truncated (" + std::to_string(b.size()) + " bytes; its header (D=5 H=4 C=3");
+  b.assign(good.begin(), good.begin() + 20);
+  expect_refused(b, "truncated (20 bytes, shorter than the 32-byte header)");
+  b.assign(good.begin(), good.begin() + 32);
+  expect_refused(b, "truncated (32 bytes;");
+  b = good;
+  b.push_back(0);
+  expect_refused(b, "1 trailing bytes after the checkpoint");
+}
+
+TEST_F(CheckpointFile, RefusesFlippedBytesByCrc) {
+  const Bytes good = valid_bytes();
+  for (std::size_t at : {std::size_t{32}, good.size() / 2, good.size() - 5, good.size() - 1}) {
+    Bytes b = good;
+    b[at] ^= 0x10;
+    expect_refused(b, "corrupt (CRC mismatch)");
+  }
+}
+
+TEST_F(CheckpointFile, RefusesMissingFilesAndDirectories) {
+  try {
+    nn::train::load_checkpoint(path("nope.bin"));
+    ADD_FAILURE();
+  } catch (const nn::UserError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              path("nope.bin") + ": cannot read checkpoint: No such file or directory");
+  }
+  EXPECT_THROW(nn::train::load_checkpoint(dir_.string()), nn::UserError);
+}
+
+TEST_F(CheckpointFile, SaveIntoMissingDirectoryCreatesNothing) {
+  const std::string p = path("missing/ck.bin");
+  try {
+    nn::train::save_checkpoint(p, sample(3, 2, 2, false));
+    ADD_FAILURE();
+  } catch (const nn::UserError& e) {
+    EXPECT_EQ(std::string(e.what()), p + ": cannot write checkpoint: No such file or directory");
+  }
+  EXPECT_TRUE(listing().empty());
+}
+
+TEST_F(CheckpointFile, CheckWritable) {
+  EXPECT_NO_THROW(nn::train::check_writable(path("ck.bin")));
+  const auto message = [](const std::string& p) -> std::string {
+    try {
+      nn::train::check_writable(p);
+    } catch (const nn::UserError& e) {
+      return e.what();
+    }
+    return "accepted";
+  };
+  EXPECT_EQ(message(path("missing/ck.bin")), "--save " + path("missing/ck.bin") + ": directory " +
+                                                 path("missing") + " does not exist");
+  EXPECT_EQ(message(dir_.string()), "--save " + dir_.string() + ": is a directory");
+  write(path("file"), {1});
+  EXPECT_EQ(message(path("file/ck.bin")),
+            "--save " + path("file/ck.bin") + ": " + path("file") + " is not a directory");
+  EXPECT_EQ(message(""), "--save: empty path");
+  EXPECT_EQ(listing(), std::vector<std::string>{"file"});  // checking created nothing
+}
+
+// Root passes access(W_OK) regardless of the mode bits, so this runs only as a normal user.
+TEST_F(CheckpointFile, CheckWritableRefusesReadOnlyDirectory) {
+  if (::geteuid() == 0) GTEST_SKIP() << "root bypasses permission checks";
+  fs::create_directory(path("ro"));
+  fs::permissions(path("ro"), fs::perms::owner_read | fs::perms::owner_exec);
+  EXPECT_THROW(nn::train::check_writable(path("ro/ck.bin")), nn::UserError);
+  EXPECT_THROW(nn::train::save_checkpoint(path("ro/ck.bin"), sample(3, 2, 2, false)),
+               nn::UserError);
+  fs::permissions(path("ro"), fs::perms::owner_all);
+}
+
+TEST_F(CheckpointFile, ExistingFileIsReplacedWithoutLeftovers) {
+  const Checkpoint a = sample(6, 3, 2, false), b = sample(8, 5, 4, true);
+  nn::train::save_checkpoint(path("ck.bin"), a);
+  nn::train::save_checkpoint(path("ck.bin"), b);
+  expect_same(nn::train::load_checkpoint(path("ck.bin")), b);
+  EXPECT_EQ(listing(), std::vector<std::string>{"ck.bin"});
+}
+
+// Three ways a save can fail once a checkpoint exists; each leaves it intact and leaves
+// no temp file behind. (A read-only directory would be the natural case, but the tests
+// may run as root; these work for any user.)
+TEST_F(CheckpointFile, FailedSaveLeavesTheOldFileIntact) {
+  const Checkpoint old_ck = sample(6, 3, 2, false), new_ck = sample(6, 3, 2, true);
+  const std::string p = path("ck.bin");
+  nn::train::save_checkpoint(p, old_ck);
+
+  // 1. The temp name is taken (by a directory): open(O_EXCL) fails; the directory, not
+  //    ours, must survive.
+  const std::string tmp = p + ".tmp." + std::to_string(::getpid());
+  fs::create_directory(tmp);
+  EXPECT_THROW(nn::train::save_checkpoint(p, new_ck), nn::UserError);
+  expect_same(nn::train::load_checkpoint(p), old_ck);
+  EXPECT_TRUE(fs::is_directory(tmp));
+  fs::remove(tmp);
+
+  // 2. A write fails half-way: a 64-byte file size limit (EFBIG; SIGXFSZ ignored).
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit small = saved;
+  small.rlim_cur = 64;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  std::string msg;
+  try {
+    nn::train::save_checkpoint(p, new_ck);
+  } catch (const nn::UserError& e) {
+    msg = e.what();
+  }
+  ::setrlimit(RLIMIT_FSIZE, &saved);
+  std::signal(SIGXFSZ, old_handler);
+  EXPECT_EQ(msg, p + ": cannot write checkpoint: File too large");
+  expect_same(nn::train::load_checkpoint(p), old_ck);
+  EXPECT_EQ(listing(), std::vector<std::string>{"ck.bin"});
+
+  // 3. The rename fails (the target is a non-empty directory): the temp file is removed.
+  const std::string dir_target = path("target");
+  fs::create_directories(dir_target + "/inside");
+  EXPECT_THROW(nn::train::save_checkpoint(dir_target, new_ck), nn::UserError);
+  EXPECT_EQ(listing(), (std::vector<std::string>{"ck.bin", "target"}));
+}
+
+TEST(Checkpoint, SaveRejectsInconsistentTensorsAsAProgrammingError) {
+  Checkpoint ck = sample(3, 2, 2, false);
+  ck.b2.pop_back();
+  EXPECT_THROW(nn::train::save_checkpoint("/nonexistent/x.bin", ck), std::invalid_argument);
+  ck = sample(3, 2, 2, false);
+  ck.H = 0;
+  EXPECT_THROW(nn::train::save_checkpoint("/nonexistent/x.bin", ck), std::invalid_argument);
+}
+
+}  // namespace
