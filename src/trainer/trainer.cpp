@@ -1,0 +1,515 @@
+// The data-parallel training loop: load on rank 0, scatter the shards once, per batch
+// forward/backward on every rank's slice, one packed-gradient MPI_Allreduce, SGD; report,
+// checkpoint and the --verify replay on the Armadillo reference. Tested by
+// tests/trainer/test_train.cpp at 1-4 ranks; `make run` runs it on the real data.
+//
+// Where the L2 term lives: inside the gradient, added by rank 0 only (GEMM beta*C with
+// C = W), so the allreduced buffer is exactly the course's dJ/dp of the global batch and the
+// step is p <- p - lr * g for every entry (ops sgd_update with reg = 0) -- the same formula as
+// nn::ref::backward + nn::ref::sgd_update, which --verify replays.
+#include "trainer/trainer.h"
+
+#include <armadillo>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <type_traits>
+
+#include "comm/comm.h"
+#include "common/check.h"
+#include "common/device_buffer.h"
+#include "common/nvtx.h"
+#include "data/idx.h"
+#include "gemm.h"
+#include "model/init.h"
+#include "nn_real.h"
+#include "reference/ref_net.h"
+#include "trainer/device_model.h"
+#include "trainer/shards.h"
+
+namespace nn::train {
+
+double verify_tolerance(bool is_double) {
+  // The GPU and the reference compute the same maths in different summation orders (GEMM
+  // tiles and split-K vs OpenBLAS, x * (1/B) vs x / B, two sigmoid formulas), so each step
+  // differs by a few ulps, and the differences grow slowly with the number of SGD steps.
+  // Measured relative errors of the final parameters (emulator build, 1-4 ranks):
+  //   float:  3e-8 .. 7e-7 in tests/trainer (5-30 steps); 1.1e-6 (W2) .. 2.9e-6 (b2) after
+  //           the default Fashion-MNIST run (54k images, B = 100, 10 epochs = 5400 steps);
+  //   double: 1.5e-16 .. 1.0e-15 in the tests; 1.3e-15 .. 3.4e-15 after 3 default epochs.
+  // So float gets 1e-4 (35x over the longest run measured: room for longer runs and other
+  // GEMM orders, e.g. cuBLAS) and double 1e-10 (five orders of room). Real bugs are far
+  // above both: the regulariser added on every rank gives 3e-3 .. 2e-2, slices scaled by
+  // their own size instead of the global batch 0.4 .. 7 (measured on the test configurations).
+  return is_double ? 1e-10 : 1e-4;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Runs fn on rank 0. A user error there reaches every rank as the same nn::UserError, so no
+// rank is left waiting in a collective that rank 0 never enters.
+template <class F>
+void on_root(F&& fn) {
+  std::string err;  // "E<message>" on failure: an exception may carry an empty message
+  if (comm::rank() == 0) {
+    try {
+      fn();
+    } catch (const UserError& e) {
+      err = std::string("E") + e.what();
+    } catch (const data::IdxError& e) {
+      err = std::string("E") + e.what();
+    }
+  }
+  err = comm::broadcast(err);
+  if (!err.empty()) throw UserError(err.substr(1));
+}
+
+// A problem one rank may find alone (no GPU on its node): the first one, by rank, becomes
+// the same nn::UserError on every rank.
+void all_ranks_ok(const std::string& local_problem) {
+  std::string first;
+  const std::vector<std::string> all = comm::gather_strings(local_problem);
+  for (std::size_t r = 0; r < all.size() && first.empty(); ++r)
+    if (!all[r].empty()) first = "E rank " + std::to_string(r) + ": " + all[r];
+  first = comm::broadcast(first);
+  if (!first.empty()) throw UserError(first.substr(2));
+}
+
+// Identical on every rank (every rank parsed the same command line), so no collective.
+void validate(const Config& cfg) {
+  auto bad = [](const std::string& m) { throw UserError(m); };
+  if (cfg.hidden < 1) bad("--hidden must be at least 1");
+  if (cfg.batch < 1 || cfg.batch > std::size_t(1) << 30) bad("--batch must be in [1, 2^30]");
+  if (cfg.epochs < 0) bad("--epochs must not be negative");
+  if (!(cfg.lr > 0) || !std::isfinite(cfg.lr)) bad("--lr must be a positive number");
+  if (!(cfg.reg >= 0) || !std::isfinite(cfg.reg)) bad("--reg must be a number >= 0");
+  if (!(cfg.val_fraction >= 0 && cfg.val_fraction < 1)) bad("--val-fraction must be in [0, 1)");
+  if (cfg.print_every < 0) bad("--print-every must not be negative");
+  if (cfg.gemm < 0 || cfg.gemm >= kGemmVariants)
+    bad("--gemm must be 0.." + std::to_string(kGemmVariants - 1));
+  if (!gemm_variant_available(cfg.gemm))
+    bad("--gemm " + std::to_string(cfg.gemm) + " (" + gemm_variant_name(cfg.gemm) +
+        ") needs the CUDA build; this is the emulator build (use 1-" +
+        std::to_string(kGemmVariants - 1) + ")");
+}
+
+// cudaSetDevice(local rank % devices): the rank within the node, not the global rank,
+// so a multi-node job uses every node's GPUs. Returns a problem description, or "".
+std::string select_device(std::string& description) {
+  const int local = comm::local_rank();  // collective: called before any early return
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count < 1) {
+    (void)cudaGetLastError();  // clear it: the error is reported as a user error instead
+    return std::string("no CUDA device visible") +
+           (e != cudaSuccess ? std::string(" (") + cudaGetErrorString(e) + ")" : std::string());
+  }
+  const int dev = local % count;
+  CUDA_CHECK(cudaSetDevice(dev));
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
+  description = "device " + std::to_string(dev) + " of " + std::to_string(count) + ": " + prop.name;
+  return "";
+}
+
+struct FileCloser {
+  void operator()(std::FILE* f) const { if (f) std::fclose(f); }
+};
+using FilePtr = std::unique_ptr<std::FILE, FileCloser>;
+
+// [W1 | b1 | W2 | b2] <-> the four tensors of a checkpoint / initialisation.
+std::vector<double> pack(const std::vector<double>& W1, const std::vector<double>& b1,
+                         const std::vector<double>& W2, const std::vector<double>& b2) {
+  std::vector<double> out;
+  out.reserve(W1.size() + b1.size() + W2.size() + b2.size());
+  for (const auto* v : {&W1, &b1, &W2, &b2}) out.insert(out.end(), v->begin(), v->end());
+  return out;
+}
+
+template <class T>
+Checkpoint unpack(const std::vector<T>& p, const ParamLayout& L) {
+  Checkpoint ck;
+  ck.D = L.D; ck.H = L.H; ck.C = L.C;
+  ck.is_double = std::is_same_v<T, double>;
+  auto take = [&](std::size_t at, std::size_t n) { return std::vector<double>(p.begin() + at, p.begin() + at + n); };
+  ck.W1 = take(L.W1(), std::size_t(L.H) * L.D);
+  ck.b1 = take(L.b1(), L.H);
+  ck.W2 = take(L.W2(), std::size_t(L.C) * L.H);
+  ck.b2 = take(L.b2(), L.C);
+  return ck;
+}
+
+// ||a - ref||_F / ||ref||_F (absolute when ref is zero), in double.
+template <class T>
+double rel_error(const T* a, const T* ref, std::size_t n) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double d = double(a[i]) - double(ref[i]);
+    num += d * d;
+    den += double(ref[i]) * double(ref[i]);
+  }
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+// The --verify replay: the Armadillo reference trains from the same initial parameters on
+// the same global batches (global_epoch_order: the composition the ranks' shards produced),
+// with the same 1/c_k scaling and reg, then the final parameters are compared.
+template <class T>
+VerifyResult replay_and_compare(const Config& cfg, const ShardPlan& plan, const HostSplit& train,
+                                const std::vector<T>& init, const std::vector<T>& final_p,
+                                const ParamLayout& L) {
+  NN_RANGE("verify");
+  const arma::uword D = L.D, H = L.H, C = L.C;
+  ref::Params<T> P;
+  P.W1 = arma::Mat<T>(init.data() + L.W1(), H, D);
+  P.b1 = arma::Col<T>(init.data() + L.b1(), H);
+  P.W2 = arma::Mat<T>(init.data() + L.W2(), C, H);
+  P.b2 = arma::Col<T>(init.data() + L.b2(), C);
+  const T lr = static_cast<T>(cfg.lr), reg = static_cast<T>(cfg.reg);
+  std::array<T, 256> lut{};  // v / 255 per byte value: the bits data::normalize gives
+  for (int v = 0; v < 256; ++v) lut[std::size_t(v)] = static_cast<T>(v) / T(255);
+  arma::Mat<T> X;
+  for (int e = 0; e < cfg.epochs; ++e) {
+    const std::vector<std::uint32_t> order = global_epoch_order(plan, e);
+    for (std::size_t k = 0; k < plan.num_batches(); ++k) {
+      const std::size_t c = plan.batch_count(k);
+      const std::span<const std::uint32_t> idx(order.data() + k * plan.B, c);
+      X.set_size(D, c);
+      for (std::size_t j = 0; j < c; ++j) {
+        const std::uint8_t* src = train.images.data() + std::size_t(idx[j]) * D;
+        T* dst = X.colptr(j);
+        for (arma::uword i = 0; i < D; ++i) dst[i] = lut[src[i]];
+      }
+      const arma::Mat<T> Y = ref::one_hot<T>(train.labels, idx, int(C));
+      const ref::Cache<T> cache = ref::forward(P, X);
+      ref::sgd_update(P, ref::backward(P, cache, X, Y, reg, double(c)), lr);
+    }
+  }
+  VerifyResult v;
+  v.ran = true;
+  v.tolerance = verify_tolerance(std::is_same_v<T, double>);
+  v.W1 = rel_error(final_p.data() + L.W1(), P.W1.memptr(), P.W1.n_elem);
+  v.b1 = rel_error(final_p.data() + L.b1(), P.b1.memptr(), P.b1.n_elem);
+  v.W2 = rel_error(final_p.data() + L.W2(), P.W2.memptr(), P.W2.n_elem);
+  v.b2 = rel_error(final_p.data() + L.b2(), P.b2.memptr(), P.b2.n_elem);
+  return v;
+}
+
+// What rank 0 decides from the data, the options and the files: sizes, the initial
+// parameters (fresh or from --load), the open --metrics file.
+struct Sizes {
+  std::uint64_t n_fit = 0, n_val = 0, n_test = 0;
+};
+struct RootPlan {
+  Sizes sz;
+  std::vector<double> init;  // packed, as drawn / as stored
+  FilePtr metrics;
+};
+
+RootPlan plan_on_root(const Config& cfg, const HostData& data, bool is_double) {
+  const int D = kInputDim, H = cfg.hidden, C = kNumClasses;
+  RootPlan rp;
+  Sizes& sz = rp.sz;
+  const std::size_t avail = data.train.size(), avail_test = data.test.size();
+  if (data.train.images.size() != avail * D || data.test.images.size() != avail_test * D)
+    throw UserError("image and label counts disagree in the data given to the trainer");
+  const std::size_t n_used = cfg.train_size ? cfg.train_size : avail;
+  if (n_used > avail)
+    throw UserError("--train-size " + std::to_string(n_used) + " exceeds the " + std::to_string(avail) +
+                    " training images");
+  sz.n_val = static_cast<std::uint64_t>(static_cast<double>(n_used) * cfg.val_fraction);
+  sz.n_fit = n_used - sz.n_val;
+  if (sz.n_fit == 0) throw UserError("no training images left after the validation hold-out");
+  if (cfg.batch > sz.n_fit)
+    throw UserError("--batch " + std::to_string(cfg.batch) + " exceeds the " + std::to_string(sz.n_fit) +
+                    " training images (after holding out " + std::to_string(sz.n_val) + " for validation)");
+  sz.n_test = cfg.test_size ? cfg.test_size : avail_test;
+  if (sz.n_test > avail_test)
+    throw UserError("--test-size " + std::to_string(sz.n_test) + " exceeds the " +
+                    std::to_string(avail_test) + " test images");
+  const char* mine = is_double ? "double" : "float";
+  if (!cfg.load.empty()) {
+    const Checkpoint ck = load_checkpoint(cfg.load);
+    if (ck.D != D || ck.H != H || ck.C != C)
+      throw UserError(cfg.load + ": checkpoint is " + std::to_string(ck.D) + "-" + std::to_string(ck.H) +
+                      "-" + std::to_string(ck.C) + ", this run is " + std::to_string(D) + "-" +
+                      std::to_string(H) + "-" + std::to_string(C) + " (set --hidden " +
+                      std::to_string(ck.H) + ")");
+    if (ck.is_double != is_double)
+      throw UserError(cfg.load + ": checkpoint holds " + (ck.is_double ? "double" : "float") +
+                      " parameters, this build trains in " + mine);
+    rp.init = pack(ck.W1, ck.b1, ck.W2, ck.b2);
+  } else {
+    const model::InitParams ip = model::init_params(D, H, C, cfg.seed);
+    rp.init = pack(ip.W1, ip.b1, ip.W2, ip.b2);
+  }
+  if (!cfg.save.empty()) check_writable(cfg.save);
+  if (!cfg.metrics.empty()) {
+    rp.metrics.reset(std::fopen(cfg.metrics.c_str(), "w"));
+    if (!rp.metrics)
+      throw UserError(cfg.metrics + ": cannot write the metrics file (" + std::strerror(errno) + ")");
+    std::fprintf(rp.metrics.get(), "epoch,loss,train_acc,val_acc,seconds,images_per_s\n");
+  }
+  return rp;
+}
+
+// Everything a rank trains with, once set up.
+template <class T>
+struct Setup {
+  RootPlan rp;  // sizes and init on every rank; metrics open on rank 0 only
+  ShardPlan plan;
+  std::vector<T> init;               // static_cast of rp.init, as the reference converts
+  std::vector<std::string> devices;  // rank 0: one line per rank
+  int b_max = 0;                     // this rank's largest batch part
+  std::unique_ptr<DeviceModel<T>> model;
+  DeviceImages val, test;  // rank 0 only
+};
+
+template <class T>
+Setup<T> setup(const Config& cfg, const HostData& data) {
+  NN_RANGE("train setup");
+  const int p = comm::size(), r = comm::rank(), D = kInputDim;
+  const bool root = r == 0;
+  Setup<T> s;
+  on_root([&] { s.rp = plan_on_root(cfg, data, std::is_same_v<T, double>); });
+  const Sizes sz = s.rp.sz = comm::broadcast_value(s.rp.sz);
+  comm::broadcast(s.rp.init);
+  s.init.assign(s.rp.init.begin(), s.rp.init.end());
+  s.plan = make_plan(sz.n_fit, cfg.batch, p, cfg.seed, cfg.shuffle);
+
+  // A GPU per rank (a rank without one stops everybody with one message).
+  std::string dev_desc;
+  all_ranks_ok(select_device(dev_desc));
+  s.devices = comm::gather_strings("rank " + std::to_string(r) + " on " + comm::processor_name() + ", " + dev_desc);
+
+  // Scatter the shards once: uint8 columns and labels, packed in shard order.
+  DeviceImages shard;
+  {
+    std::vector<std::uint8_t> img_send, lab_send;
+    std::vector<std::size_t> img_counts, lab_counts;
+    if (root) {
+      img_send.reserve(sz.n_fit * D);
+      lab_send.reserve(sz.n_fit);
+      for (int q = 0; q < p; ++q) {
+        const std::vector<std::uint32_t> idx = shard_indices(s.plan, q);
+        for (const std::uint32_t i : idx) {
+          const auto* col = data.train.images.data() + std::size_t(i) * D;
+          img_send.insert(img_send.end(), col, col + D);
+          lab_send.push_back(data.train.labels[i]);
+        }
+        img_counts.push_back(idx.size() * D);
+        lab_counts.push_back(idx.size());
+      }
+    }
+    const std::vector<std::uint8_t> my_img = comm::scatterv_bytes(img_send, img_counts);
+    const std::vector<std::uint8_t> my_lab = comm::scatterv_bytes(lab_send, lab_counts);
+    shard = DeviceImages(my_img.data(), my_lab.data(), my_lab.size(), D);
+  }
+
+  // The first batch is a full one, so it holds this rank's largest part; rank 0 also
+  // evaluates the validation and test sets, in chunks of up to 1024 columns.
+  s.b_max = int(part(s.plan, r, 0).count);
+  s.model = std::make_unique<DeviceModel<T>>(D, cfg.hidden, kNumClasses, root ? std::max(s.b_max, 1024) : s.b_max,
+                                             cfg.gemm);
+  s.model->set_train_data(std::move(shard));
+  s.model->set_params(s.init);
+  if (root) {
+    s.val = DeviceImages(data.train.images.data() + sz.n_fit * D, data.train.labels.data() + sz.n_fit,
+                         sz.n_val, D);
+    s.test = DeviceImages(data.test.images.data(), data.test.labels.data(), sz.n_test, D);
+  }
+  return s;
+}
+
+template <class T>
+void print_header(std::FILE* out, const Config& cfg, const HostData& data, const Setup<T>& s) {
+  const Sizes& sz = s.rp.sz;
+  std::fprintf(out, "nn_train: data-parallel trainer, %s, %s build, GEMM variant %d (%s)\n",
+               std::is_same_v<T, double> ? "double" : "float",
+#ifdef SIM_EMULATOR
+               "emulator (SIMT on the CPU, not a GPU)",
+#else
+               "CUDA",
+#endif
+               cfg.gemm, gemm_variant_name(cfg.gemm));
+  std::fprintf(out, "data: %s (train %llu, validation %llu, test %llu images)\n",
+               data.source.empty() ? "in memory" : data.source.c_str(), (unsigned long long)sz.n_fit,
+               (unsigned long long)sz.n_val, (unsigned long long)sz.n_test);
+  std::fprintf(out, "config: hidden=%d batch=%zu epochs=%d lr=%g reg=%g seed=%llu shuffle=%s init=%s%s%s\n",
+               cfg.hidden, cfg.batch, cfg.epochs, cfg.lr, cfg.reg, (unsigned long long)cfg.seed,
+               cfg.shuffle ? "yes" : "no", cfg.load.empty() ? "fresh" : cfg.load.c_str(),
+               cfg.config_file.empty() ? "" : " config-file=", cfg.config_file.c_str());
+  std::fprintf(out, "MPI ranks: %d (batch slices of at most %d images on rank 0)\n", comm::size(), s.b_max);
+  for (const auto& d : s.devices) std::fprintf(out, "  %s\n", d.c_str());
+  std::fflush(out);
+}
+
+// Sum of the ranks' (cross-entropy, hits) since the epoch began.
+template <class T>
+std::array<double, 2> reduced_stats(const DeviceModel<T>& model) {
+  std::array<double, 2> st{};
+  std::uint64_t hits = 0;
+  model.read_stats(st[0], hits);  // a D2H copy: also waits for the queued kernels
+  st[1] = double(hits);
+  comm::allreduce_sum(st.data(), st.size());
+  return st;
+}
+
+}  // namespace
+
+template <class T>
+TrainResult train_on(const Config& cfg, const HostData& data, std::FILE* out) {
+  const int p = comm::size(), r = comm::rank();
+  const bool root = r == 0;
+  if (!root) out = nullptr;
+  validate(cfg);
+  Setup<T> s = setup<T>(cfg, data);
+  if (out) print_header(out, cfg, data, s);
+  DeviceModel<T>& model = *s.model;
+  const ShardPlan& plan = s.plan;
+  const Sizes& sz = s.rp.sz;
+  FilePtr& metrics = s.rp.metrics;
+
+  TrainResult res;
+  res.n_fit = sz.n_fit; res.n_val = sz.n_val; res.n_test = sz.n_test;
+  const std::size_t np = model.num_params(), K = plan.num_batches();
+  PinnedBuffer<T> h_grad(np);
+  const T lr = static_cast<T>(cfg.lr), reg = static_cast<T>(cfg.reg);
+  {
+    NN_RANGE("GPU parallel train");
+    for (int e = 0; e < cfg.epochs; ++e) {
+      const auto t_epoch = Clock::now();
+      model.set_order(shard_order(plan, r, e));
+      model.reset_stats();
+      for (std::size_t k = 0; k < K; ++k) {
+        NN_RANGE("batch iteration");
+        const Part pt = part(plan, r, k);
+        // inv_B = 1 / c_k, the true global count, so the short last batch is scaled right;
+        // rank 0 alone adds the regulariser (see the top of this file).
+        model.forward_backward(pt.offset, int(pt.count), T(1) / T(plan.batch_count(k)), root, reg);
+        // One rank holds the whole batch's gradient already: the round trip would be a no-op.
+        if (p > 1) {
+          model.download_grads(h_grad.get());
+          {
+            NN_RANGE("MPI_Allreduce");
+            comm::allreduce_sum(h_grad.get(), np);
+          }
+          model.upload_grads(h_grad.get());
+        }
+        model.sgd_step(lr);
+        if (cfg.print_every > 0 && (k + 1) % std::size_t(cfg.print_every) == 0) {
+          const auto st = reduced_stats(model);  // collective: every rank is at the same k
+          const double seen = double(std::min((k + 1) * plan.B, plan.n));
+          if (out) {
+            std::fprintf(out, "  epoch %d  batch %zu/%zu  loss %.5f  train acc %.4f\n", e + 1, k + 1, K,
+                         st[0] / seen, st[1] / seen);
+            std::fflush(out);
+          }
+        }
+      }
+      const auto st = reduced_stats(model);
+      EpochStats es;
+      es.epoch = e + 1;
+      es.seconds = since(t_epoch);
+      es.images_per_s = double(plan.n) / std::max(es.seconds, 1e-9);
+      es.loss = st[0] / double(plan.n) + 0.5 * cfg.reg * model.weight_sq_norm();
+      es.train_acc = st[1] / double(plan.n);
+      if (root && sz.n_val) es.val_acc = double(model.evaluate(s.val)) / double(sz.n_val);
+      es = comm::broadcast_value(es);  // rank 0's clock and validation for everyone
+      res.epochs.push_back(es);
+      if (out) {
+        std::fprintf(out, "epoch %3d  loss %.5f  train acc %.4f  val acc %.4f  %.2f s  %.0f images/s\n",
+                     es.epoch, es.loss, es.train_acc, es.val_acc, es.seconds, es.images_per_s);
+        std::fflush(out);
+      }
+      if (metrics) {
+        std::fprintf(metrics.get(), "%d,%.6f,%.6f,%.6f,%.4f,%.1f\n", es.epoch, es.loss, es.train_acc,
+                     es.val_acc, es.seconds, es.images_per_s);
+        std::fflush(metrics.get());
+      }
+    }
+  }
+
+  // ---- results: test precision, checkpoint, verification ----
+  double prec = 0;
+  if (root && sz.n_test) prec = double(model.evaluate(s.test)) / double(sz.n_test);
+  res.test_precision = comm::broadcast_value(prec);
+  const std::vector<T> final_p = model.get_params();
+  res.params = unpack(final_p, model.layout());
+  // Rank 0 alone writes files; on_root keeps every rank in step and shares its verdict.
+  on_root([&] {
+    const bool write_failed = metrics && (std::ferror(metrics.get()) || std::fclose(metrics.release()) != 0);
+    if (write_failed) throw UserError(cfg.metrics + ": write error");
+    if (!cfg.save.empty()) {
+      save_checkpoint(cfg.save, res.params);
+      if (out) std::fprintf(out, "checkpoint: %s\n", cfg.save.c_str());
+    }
+  });
+  if (cfg.verify) {
+    VerifyResult v;
+    if (root) v = replay_and_compare<T>(cfg, plan, data.train, s.init, final_p, model.layout());
+    res.verify = comm::broadcast_value(v);
+    if (out)
+      std::fprintf(out, "verify: relative error W1 %.3g  b1 %.3g  W2 %.3g  b2 %.3g (tolerance %g) %s\n",
+                   v.W1, v.b1, v.W2, v.b2, v.tolerance, v.ok() ? "ok" : "FAILED");
+  }
+  if (out) {
+    std::fprintf(out, "test precision: %.4f\n", res.test_precision);
+    std::fflush(out);
+  }
+  return res;
+}
+
+template TrainResult train_on<float>(const Config&, const HostData&, std::FILE*);
+template TrainResult train_on<double>(const Config&, const HostData&, std::FILE*);
+
+int run_training(const Config& cfg) { return run_training(cfg, stdout); }
+
+int run_training(const Config& cfg, std::FILE* out) {
+  const auto t0 = Clock::now();
+  const bool root = comm::rank() == 0;
+  try {
+    validate(cfg);  // before reading 50 MB of images for nothing
+    HostData data;
+    on_root([&] {
+      std::error_code ec;
+      const auto dir = std::filesystem::canonical(cfg.data, ec);
+      if (ec) throw UserError(cfg.data + ": data directory not found (run `make data`)");
+      data.train = {};
+      data::Dataset tr = data::load_split(dir.string(), "train", kInputDim);
+      data::Dataset te = data::load_split(dir.string(), "t10k", kInputDim);
+      data.train.images = std::move(tr.images.pixels);
+      data.train.labels = std::move(tr.labels);
+      data.test.images = std::move(te.images.pixels);
+      data.test.labels = std::move(te.labels);
+      data.source = dir.string() == cfg.data ? cfg.data : cfg.data + " -> " + dir.string();
+    });
+    const TrainResult res = train_on<nn_real>(cfg, data, out);
+    if (root && out) {
+      std::fprintf(out, "total time: %.2f s\n", since(t0));
+      std::fflush(out);
+    }
+    return res.verify.ok() ? kExitOk : kExitVerifyFailed;
+  } catch (const UserError& e) {
+    // Thrown on every rank alike (on_root / all_ranks_ok / validate): one line, from rank 0.
+    if (root) std::fprintf(stderr, "error: %s\n", e.what());
+    return kExitUserError;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "internal error on rank %d: %s\n", comm::rank(), e.what());
+    comm::abort_job(3);
+  }
+}
+
+}  // namespace nn::train

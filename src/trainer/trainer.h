@@ -1,0 +1,79 @@
+// The data-parallel trainer: rank 0 loads and scatters the shards once, every rank trains
+// its slice of each global batch on its GPU, gradients are summed with one MPI_Allreduce.
+// Tested by tests/trainer/test_train.cpp (in-memory data, every rank count 1-4).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "trainer/checkpoint.h"
+#include "trainer/config.h"
+
+namespace nn::train {
+
+// Exit codes of run_training.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitUserError = 1;     // bad file, bad option, ... (one line on rank 0)
+inline constexpr int kExitVerifyFailed = 3;  // --verify found the reference too far away
+
+// The whole nn_train run after MPI init and option parsing: load (rank 0), scatter, train,
+// report on `out` (rank 0; stdout by default). Returns the same exit code on every rank.
+// Internal faults (CUDA errors) print on the failing rank and abort the job.
+int run_training(const Config& cfg);
+int run_training(const Config& cfg, std::FILE* out);
+
+// ---- lower level: in-memory data, used by run_training and by the tests ----
+
+// A split as loaded: D x n uint8 column-major images (one image per column) and n labels.
+struct HostSplit {
+  std::vector<std::uint8_t> images, labels;
+  std::size_t size() const { return labels.size(); }
+};
+// Significant on rank 0 only (other ranks pass empty splits: rank 0 scatters).
+struct HostData {
+  HostSplit train;     // all training images; --train-size and the validation tail applied here
+  HostSplit test;      // --test-size applied here
+  std::string source;  // where they came from, for the header
+};
+
+struct EpochStats {
+  int epoch = 0;           // 1-based, as printed
+  double loss = 0;         // mean cross-entropy of the epoch's forward passes + (reg/2)|W|^2 at its end
+  double train_acc = 0;    // hits of those forward passes (before each update) / n_fit
+  double val_acc = 0;      // after the epoch; 0 without a validation set
+  double seconds = 0;      // wall time of the epoch's batches (validation excluded)
+  double images_per_s = 0;
+};
+
+// Relative Frobenius errors ||X - X_ref|| / ||X_ref|| of the final parameters against the
+// Armadillo reference replaying the same batches (absolute when ||X_ref|| == 0).
+struct VerifyResult {
+  bool ran = false;
+  double W1 = 0, b1 = 0, W2 = 0, b2 = 0;
+  double tolerance = 0;
+  bool ok() const { return !ran || (W1 <= tolerance && b1 <= tolerance && W2 <= tolerance && b2 <= tolerance); }
+};
+
+// Everything below holds the same values on every rank.
+struct TrainResult {
+  Checkpoint params;  // final parameters
+  std::vector<EpochStats> epochs;
+  std::size_t n_fit = 0, n_val = 0, n_test = 0;
+  double test_precision = 0;  // correct / n_test (0 without a test set)
+  VerifyResult verify;
+};
+
+// Trains with T = float or double (both are instantiated, whatever nn_real is). Collective:
+// every rank calls it with the same cfg. A user error (bad sizes, unreadable checkpoint,
+// unwritable --save / --metrics path, --gemm 0 in the emulator build) is thrown as the
+// same nn::UserError on every rank. Prints the report on `out` on rank 0 unless null.
+template <class T>
+TrainResult train_on(const Config& cfg, const HostData& data, std::FILE* out);
+
+// The --verify tolerance on the relative errors for precision T (see trainer.cpp for the
+// measurements behind it).
+double verify_tolerance(bool is_double);
+
+}  // namespace nn::train
