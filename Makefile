@@ -195,9 +195,13 @@ test-cuda: cuda
 # `make run`: train on whatever `make data` found (MNIST, or Fashion-MNIST offline).
 RUN_ARGS ?=
 run: all data
-	@if [ "$(HAVE_NVCC)" = yes ] && [ "$(GPU_VISIBLE)" = yes ]; then bin=$(CUDA_TRAIN); else bin=$(CPU_TRAIN); fi; \
+	@if [ "$(HAVE_NVCC)" = yes ] && [ "$(GPU_VISIBLE)" = yes ]; then \
+	  bin=$(CUDA_TRAIN); echo "== GPU visible: CUDA build =="; \
+	else \
+	  bin=$(CPU_TRAIN); echo "== no GPU visible: emulator build, SIM_WORKERS=$${SIM_WORKERS:-0} (0 = one per core) =="; \
+	fi; \
 	echo "== $$bin --data data/current $(RUN_ARGS) =="; \
-	$(MPI_ENV) $$bin --data data/current $(RUN_ARGS)
+	$(MPI_ENV) SIM_WORKERS=$${SIM_WORKERS:-0} $$bin --data data/current $(RUN_ARGS)
 
 data:
 	@bash data/get_mnist.sh
