@@ -135,6 +135,21 @@ void gemm(int variant, const GemmArgs<T>& args, cudaStream_t s) {
   gemm_detail::validate(args);
   GemmArgs<T> a = args;
   if (a.beta == T(0)) a.C = nullptr;  // BLAS semantics: C is not read at all
+  // Every variant puts N on gridDim.y (at most 65535 blocks), the narrowest with 8 columns
+  // per block: wider problems run as column chunks (columns of D, C and op(B) are
+  // independent; the bias is per row).
+  constexpr int kMaxN = gemm_detail::kMaxColumnsPerLaunch;
+  if (a.N > kMaxN) {
+    for (int j0 = 0; j0 < a.N; j0 += kMaxN) {
+      GemmArgs<T> c = a;
+      c.N = a.N - j0 < kMaxN ? a.N - j0 : kMaxN;
+      c.B = a.opB == Op::N ? a.B + std::size_t(j0) * a.ldb : a.B + j0;
+      if (c.C) c.C = a.C + std::size_t(j0) * a.ldc;
+      c.D = a.D + std::size_t(j0) * a.ldd;
+      gemm(variant, c, s);
+    }
+    return;
+  }
   switch (variant) {
     case 0:
 #ifdef SIM_EMULATOR

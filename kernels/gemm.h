@@ -54,6 +54,10 @@ namespace gemm_detail {
 template <class T>
 void validate(const GemmArgs<T>& a);  // throws std::invalid_argument
 
+// gemm() runs wider problems as column chunks: gridDim.y <= 65535, 8 columns per block
+// in the narrowest variant.
+inline constexpr int kMaxColumnsPerLaunch = 65535 * 8;
+
 // Launchers of the variants; arguments already validated, C null when beta == 0.
 template <class T> void gemm_naive(const GemmArgs<T>& a, cudaStream_t s);
 template <class T> void gemm_tiled(const GemmArgs<T>& a, cudaStream_t s);

@@ -427,6 +427,23 @@ TEST(GemmWarptile, PlanIsValid) {
 
 // ---- the dispatcher's contract ----------------------------------------------------------
 
+// Wider than one launch's gridDim.y allows in the narrowest variant: the dispatcher
+// splits the columns (for every variant; the fast one is used here). op(B) = T checks that
+// the chunks step along B's rows (op N steps like C and D), bias + beta the epilogue.
+TEST(GemmApi, WideProblemsRunInColumnChunks) {
+  {
+    Case c;
+    c.opB = Op::T;
+    c.M = 2;
+    c.N = nn::gemm_detail::kMaxColumnsPerLaunch + 37;
+    c.K = 3;
+    c.alpha = 1.5;
+    c.beta = 0.5;
+    c.ep = Epilogue::Bias;
+    run_variant<float>(nn::gemm_default_variant(), c, 7);
+  }
+}
+
 TEST(GemmApi, NamesAndAvailability) {
   const char* names[] = {"cublas", "naive", "tiled", "regblock", "warptile"};
   for (int v = 0; v < nn::kGemmVariants; ++v) EXPECT_STREQ(nn::gemm_variant_name(v), names[v]);
