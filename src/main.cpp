@@ -79,9 +79,9 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "internal error on rank %d: %s\n", rank, e.what());
     std::fflush(stderr);
     if (user && nn::comm::size() == 1) return 1;  // alone, nobody can be left waiting
-    nn::comm::abort_job(user ? 1 : 3);
+    nn::comm::abort_job(user ? nn::train::kExitUserError : nn::train::kExitInternal);
   } catch (...) {
     std::fprintf(stderr, "internal error on rank %d: unknown exception\n", rank);
-    nn::comm::abort_job(3);
+    nn::comm::abort_job(nn::train::kExitInternal);
   }
 }

@@ -19,7 +19,7 @@ void check(int rc, const char* what) {
   int len = 0;
   MPI_Error_string(rc, msg, &len);
   std::fprintf(stderr, "internal error: %s failed: %s\n", what, msg);
-  MPI_Abort(MPI_COMM_WORLD, 2);
+  MPI_Abort(MPI_COMM_WORLD, 4);  // internal fault (nn_train's exit code 4)
 }
 
 }  // namespace
@@ -153,14 +153,14 @@ std::vector<std::uint8_t> scatterv_bytes(const std::vector<std::uint8_t>& send_o
     if (counts_on_root.size() != static_cast<std::size_t>(p)) {
       std::fprintf(stderr, "internal error: scatterv_bytes: %zu counts for %d ranks\n",
                    counts_on_root.size(), p);
-      abort_job(2);
+      abort_job(4);
     }
     std::uint64_t total = 0;
     for (int r = 0; r < p; ++r) total += counts[r] = counts_on_root[r];
     if (total != send_on_root.size()) {
       std::fprintf(stderr, "internal error: scatterv_bytes: counts sum to %llu, buffer has %zu\n",
                    static_cast<unsigned long long>(total), send_on_root.size());
-      abort_job(2);
+      abort_job(4);
     }
   }
   broadcast_bytes(counts.data(), counts.size() * sizeof(std::uint64_t));

@@ -256,12 +256,9 @@ RootPlan plan_on_root(const Config& cfg, const HostData& data, bool is_double) {
     rp.init = pack(ip.W1, ip.b1, ip.W2, ip.b2);
   }
   if (!cfg.save.empty()) check_writable(cfg.save);
-  if (!cfg.metrics.empty()) {
-    rp.metrics.reset(std::fopen(cfg.metrics.c_str(), "w"));
-    if (!rp.metrics)
-      throw UserError(cfg.metrics + ": cannot write the metrics file (" + std::strerror(errno) + ")");
-    std::fprintf(rp.metrics.get(), "epoch,loss,train_acc,val_acc,seconds,images_per_s\n");
-  }
+  // Only checked here: the file is opened (truncated) once setup has succeeded, so a run
+  // that fails early (no GPU on some rank, a bad shard) keeps the previous CSV.
+  if (!cfg.metrics.empty()) check_writable(cfg.metrics, "--metrics");
   return rp;
 }
 
@@ -381,6 +378,13 @@ TrainResult train_on(const Config& cfg, const HostData& data, std::FILE* out) {
   const ShardPlan& plan = s.plan;
   const Sizes& sz = s.rp.sz;
   FilePtr& metrics = s.rp.metrics;
+  if (!cfg.metrics.empty())
+    on_root([&] {
+      metrics.reset(std::fopen(cfg.metrics.c_str(), "w"));
+      if (!metrics)
+        throw UserError(cfg.metrics + ": cannot write the metrics file (" + std::strerror(errno) + ")");
+      std::fprintf(metrics.get(), "epoch,loss,train_acc,val_acc,seconds,images_per_s\n");
+    });
 
   TrainResult res;
   res.n_fit = sz.n_fit; res.n_val = sz.n_val; res.n_test = sz.n_test;
@@ -508,7 +512,7 @@ int run_training(const Config& cfg, std::FILE* out) {
     return kExitUserError;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "internal error on rank %d: %s\n", comm::rank(), e.what());
-    comm::abort_job(3);
+    comm::abort_job(kExitInternal);
   }
 }
 

@@ -17,6 +17,8 @@ namespace nn::train {
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitUserError = 1;     // bad file, bad option, ... (one line on rank 0)
 inline constexpr int kExitVerifyFailed = 3;  // --verify found the reference too far away
+inline constexpr int kExitInternal = 4;      // internal fault (CUDA, MPI): the job is aborted
+// (2, bad options, is main's: src/main.cpp.)
 
 // The whole nn_train run after MPI init and option parsing: load (rank 0), scatter, train,
 // report on `out` (rank 0; stdout by default). Returns the same exit code on every rank.
