@@ -143,11 +143,16 @@ Bytes encode(const Checkpoint& ck) {
 
 void save_checkpoint(const std::string& path, const Checkpoint& ck) {
   const Bytes bytes = encode(ck);
-  // Same directory as the target, so rename() is atomic (same file system); the pid keeps
-  // two processes saving to the same path from sharing a temp file.
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  // Same directory as the target, so rename() is atomic (same file system). mkstemp's
+  // unique name keeps concurrent savers apart, and a stale temp file left by a killed run
+  // (pids are reused, e.g. in containers) cannot block a later save.
+  std::string tmp = path + ".tmp.XXXXXX";
+  const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
   if (fd < 0) fail_write(path, errno);  // nothing created, nothing to remove
+  // mkstemp creates 0600; give the checkpoint the usual 0666 & ~umask.
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
+  ::fchmod(fd, 0666 & ~mask);
   int err = 0;
   if (!write_all(fd, bytes) || ::fsync(fd) != 0) err = errno;
   if (::close(fd) != 0 && err == 0) err = errno;  // NFS reports write errors at close
