@@ -48,7 +48,7 @@ LIBS     := -larmadillo -lz -pthread
 # ---- sources --------------------------------------------------------------------
 HOST_SRCS   := $(sort $(filter-out src/main.cpp,$(wildcard src/*/*.cpp src/*.cpp)))
 KERNEL_SRCS := $(sort $(wildcard kernels/*.cu))
-TEST_SRCS   := $(sort $(wildcard tests/*.cpp tests/*/*.cpp))
+TEST_SRCS   := $(sort $(filter-out tests/nvtx/%,$(wildcard tests/*.cpp tests/*/*.cpp)))
 TEST_CU     := $(sort $(wildcard tests/*/*.cu))
 BENCH_SRCS  := $(sort $(wildcard bench/*.cpp))
 SIM_SRCS    := $(sort $(wildcard kernels/sim/runtime/*.cpp))
@@ -105,6 +105,13 @@ $(CPU_TESTS): $(CPU_TEST_OBJ) $(CPU_LIB) $(CPU_SIMLIB)
 	@mkdir -p $(dir $@)
 	$(MPICXX) $^ -lgtest $(CPU_LDLIBS) -o $@
 
+# NVTX range test (tests/nvtx): an NVTX injection library, plain C++ without CUDA, that
+# the trainer's NVTX3 loads through NVTX_INJECTION64_PATH; only where nvtx3 exists.
+NVTX_RECORDER := $(CPU_DIR)/lib/libnvtx_recorder.so
+$(NVTX_RECORDER): tests/nvtx/nvtx_recorder.cpp | $(CPU_DIR)/nvtx-include/nvtx3
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++20 -O2 -Wall -Wextra -fPIC -shared -I$(CPU_DIR)/nvtx-include $< -o $@
+
 # ---- CUDA build ----------------------------------------------------------------------
 CUDA_CXXFLAGS := $(CXXFLAGS_COMMON) -I$(CUDA_HOME)/include
 NVCCFLAGS     := -std=c++20 $(if $(filter 1,$(DEBUG)),-G -O0,-O3 -lineinfo) $(DEFS) $(INCLUDES) \
@@ -143,9 +150,9 @@ $(CUDA_TESTS): $(CUDA_TEST_OBJ) $(CUDA_LIB)
 	$(MPICXX) $^ -lgtest $(CUDA_LDLIBS) -o $@
 
 # ---- top-level targets -----------------------------------------------------------------
-.PHONY: all cpu cuda test test-cpu test-cuda test-sim-examples run data setup clean help bench
+.PHONY: all cpu cuda test test-cpu test-cuda test-sim-examples test-nvtx run data setup clean help bench
 
-cpu: $(CPU_TRAIN) $(CPU_TESTS) $(CPU_BENCH)
+cpu: $(CPU_TRAIN) $(CPU_TESTS) $(CPU_BENCH) $(if $(NVTX_DIR),$(NVTX_RECORDER))
 cuda: $(CUDA_TRAIN) $(CUDA_TESTS) $(CUDA_BENCH)
 # The CUDA build is part of `all` whenever nvcc exists, so CI proves it compiles and links.
 all: cpu $(if $(HAVE_NVCC),cuda)
@@ -172,6 +179,7 @@ GPU_VISIBLE = $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
 # test-cpu then test-cuda, in that order even under -j.
 test: all
 	@$(MAKE) --no-print-directory -j1 test-cpu
+	@$(MAKE) --no-print-directory -j1 test-nvtx
 	@$(MAKE) --no-print-directory -j1 test-sim-examples
 	@$(if $(HAVE_NVCC),$(MAKE) --no-print-directory -j1 test-cuda)
 test-cpu: cpu
@@ -181,6 +189,16 @@ test-cpu: cpu
 	  $(MPI_ENV) SIM_ORDER=$$order SIM_SEED=$$np $(if $(filter 1,$(SANITIZE)),ASAN_OPTIONS=detect_leaks=$$((np == 1))) \
 	    $(MPIRUN) $(MPIRUN_FLAGS) -np $$np $(CPU_TESTS) $(TEST_ARGS); \
 	done
+# NVTX ranges at 2 ranks on the emulator build: present, nested as intended, balanced.
+test-nvtx: cpu
+ifneq ($(NVTX_DIR),)
+	@echo "== tests/nvtx/check_nvtx.sh: NVTX ranges recorded by an injection library, 2 ranks =="
+	@$(MPI_ENV) $(if $(filter 1,$(SANITIZE)),ASAN_OPTIONS=detect_leaks=0) MPIRUN="$(MPIRUN)" MPIRUN_FLAGS="$(MPIRUN_FLAGS)" \
+	  bash tests/nvtx/check_nvtx.sh $(NVTX_RECORDER) $(CPU_TRAIN) synthetic 2
+else
+	@echo "== NVTX headers not found (CUDA_HOME/include/nvtx3): NVTX range test skipped =="
+endif
+
 # The emulator's standalone checks: simcc builds plain CUDA programs, faults in the default
 # abort mode end the process with the right message, ASan sees out-of-bounds kernel writes.
 test-sim-examples:
