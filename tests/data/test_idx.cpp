@@ -3,6 +3,8 @@
 // No main() here (the project links its own); standalone: link -lgtest -lgtest_main -lz -pthread.
 #include "data/idx.h"
 
+#include "../temp_dir.h"
+
 #include <gtest/gtest.h>
 #include <zlib.h>
 
@@ -92,14 +94,8 @@ bool contains(const std::string& s, const std::string& part) { return s.find(par
 class IdxTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const char* t = std::getenv("TMPDIR");
-    std::string tmpl = std::string(t && *t ? t : "/tmp") + "/nn_idx_test_XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr) << tmpl;
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
+    ASSERT_TRUE(tmp_.ok());
+    dir_ = tmp_.str();
   }
   // Writes bytes under the test directory and returns the full path.
   std::string file(const std::string& name, const Bytes& b) {
@@ -107,6 +103,7 @@ class IdxTest : public ::testing::Test {
     write_file(p, b);
     return p;
   }
+  nn::test::TempDir tmp_{"nn_idx_test"};
   std::string dir_;
 };
 

@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "../temp_dir.h"
 #include "common/check.h"
 #include "trainer/checkpoint.h"
 
@@ -80,13 +81,8 @@ void put_le32(Bytes& b, std::size_t at, std::uint32_t v) {
 class CheckpointFile : public testing::Test {
  protected:
   void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "nn_ckpt_XXXXXX").string();
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
+    ASSERT_TRUE(tmp_.ok());
+    dir_ = tmp_.str();
   }
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
   static Bytes read(const std::string& p) {
@@ -123,6 +119,7 @@ class CheckpointFile : public testing::Test {
       EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
     }
   }
+  nn::test::TempDir tmp_{"nn_ckpt"};
   fs::path dir_;
 };
 

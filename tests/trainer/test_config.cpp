@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "../temp_dir.h"
 #include "common/check.h"
 #include "gemm.h"
 #include "trainer/cli.h"
@@ -24,19 +25,15 @@ using Args = std::vector<std::string>;
 class ConfigFile : public testing::Test {
  protected:
   void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "nn_cfg_XXXXXX").string();
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
+    ASSERT_TRUE(tmp_.ok());
+    dir_ = tmp_.str();
   }
   std::string write(const std::string& text, const std::string& name = "run.cfg") {
     const std::string path = (dir_ / name).string();
     std::ofstream(path, std::ios::binary) << text;
     return path;
   }
+  nn::test::TempDir tmp_{"nn_cfg"};
   fs::path dir_;
 };
 
