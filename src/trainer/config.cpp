@@ -216,6 +216,13 @@ const Spec kSpecs[] = {
   {"print-every", "K", "print the loss every K batches (0 = off)",
    [](const Config& c) { return std::to_string(c.print_every); },
    [](Config& c, const std::string& v) { c.print_every = to_int32(v, 0, kIntMax); }},
+  {"report", "FILE", "write a JSON performance report (phase times, FLOPs, bytes, roofline)",
+   [](const Config& c) { return or_none(c.report); },
+   [](Config& c, const std::string& v) { c.report = to_path(v); }},
+  {"profile", nullptr, "MPI_Barrier + cudaDeviceSynchronize between phases: attributable "
+   "phase times, but it perturbs the timings",
+   [](const Config& c) { return std::string(c.profile ? "on" : "off"); },
+   [](Config& c, const std::string& v) { c.profile = to_bool(v); }},
 };
 // clang-format on
 constexpr std::size_t kNumSpecs = std::size(kSpecs);

@@ -27,6 +27,8 @@ struct Config {
   std::string metrics;                // per-epoch CSV ("" = none)
   int print_every = 0;                // loss printouts every K batches within an epoch (0 = off)
   std::string config_file;            // where options came from, for the header line
+  std::string report;                 // JSON performance report written by rank 0 ("" = none)
+  bool profile = false;               // barriers + device syncs at phase boundaries (perturbs timings)
 };
 
 }  // namespace nn::train

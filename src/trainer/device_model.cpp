@@ -120,6 +120,7 @@ void DeviceModel<T>::forward_backward(std::size_t offset, int b, T inv_B, bool a
   if (b == 0) {
     // An empty slice still takes part in the reduction: zero, plus reg * W on the one rank
     // that carries the regulariser (sgd_update(g, W, n, -reg, 0) computes 0 + reg * W).
+    if (phase_hook_) phase_hook_();  // no forward pass: the backward starts at once
     NN_RANGE("backward");
     grads_.zero();
     if (with_reg) {
@@ -135,6 +136,7 @@ void DeviceModel<T>::forward_backward(std::size_t offset, int b, T inv_B, bool a
   softmax_xent<T>(Z2_.get(), ylab_.get(), C, b, inv_B, nullptr, Z2_.get(), loss_.get(),
                   correct_.get());
 
+  if (phase_hook_) phase_hook_();  // the forward pass and the loss are queued
   NN_RANGE("backward");
   const T* dZ2 = Z2_.get();
   {

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "common/device_buffer.h"
@@ -60,6 +61,11 @@ class DeviceModel {
   // Cross-entropy sum and correct count of the slice are accumulated on the device.
   void forward_backward(std::size_t offset, int b, T inv_B, bool add_reg, T reg);
 
+  // Called on the host between the forward pass's launches and the backward pass's in every
+  // forward_backward (at once for an empty slice), e.g. to record a CUDA event there: the
+  // trainer's --report times the two passes apart with it. Empty (default): nothing is called.
+  void set_phase_hook(std::function<void()> hook) { phase_hook_ = std::move(hook); }
+
   // The gradient buffer, for the reduction between the two copies.
   void download_grads(T* host) const;
   void upload_grads(const T* host);
@@ -88,6 +94,7 @@ class DeviceModel {
   DeviceBuffer<double> loss_;
   DeviceBuffer<unsigned> correct_;
   DeviceImages shard_;
+  std::function<void()> phase_hook_;
 };
 
 }  // namespace nn::train

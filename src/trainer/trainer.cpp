@@ -1,7 +1,8 @@
 // The data-parallel training loop: load on rank 0, scatter the shards once, per batch
 // forward/backward on every rank's slice, one packed-gradient MPI_Allreduce, SGD; report,
-// checkpoint and the --verify replay on the Armadillo reference. Tested by
-// tests/trainer/test_train.cpp at 1-4 ranks; `make run` runs it on the real data.
+// checkpoint, the --report phase timing (report.h) and the --verify replay on the Armadillo
+// reference. Tested by tests/trainer/test_train.cpp and test_report.cpp at 1-4 ranks;
+// `make run` runs it on the real data.
 //
 // Where the L2 term lives: inside the gradient, added by rank 0 only (GEMM beta*C with
 // C = W), so the allreduced buffer is exactly the course's dJ/dp of the global batch and the
@@ -19,6 +20,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <span>
 #include <stdexcept>
@@ -34,6 +36,7 @@
 #include "nn_real.h"
 #include "reference/ref_net.h"
 #include "trainer/device_model.h"
+#include "trainer/report.h"
 #include "trainer/shards.h"
 
 namespace nn::train {
@@ -107,7 +110,7 @@ void validate(const Config& cfg) {
 
 // cudaSetDevice(local rank % devices): the rank within the node, not the global rank,
 // so a multi-node job uses every node's GPUs. Returns a problem description, or "".
-std::string select_device(std::string& description) {
+std::string select_device(std::string& description, std::string& name) {
   const int local = comm::local_rank();  // collective: called before any early return
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
@@ -121,6 +124,7 @@ std::string select_device(std::string& description) {
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
   description = "device " + std::to_string(dev) + " of " + std::to_string(count) + ": " + prop.name;
+  name = prop.name;
   return "";
 }
 
@@ -259,6 +263,7 @@ RootPlan plan_on_root(const Config& cfg, const HostData& data, bool is_double) {
   // Only checked here: the file is opened (truncated) once setup has succeeded, so a run
   // that fails early (no GPU on some rank, a bad shard) keeps the previous CSV.
   if (!cfg.metrics.empty()) check_writable(cfg.metrics, "--metrics");
+  if (!cfg.report.empty()) check_writable(cfg.report, "--report");
   return rp;
 }
 
@@ -269,6 +274,7 @@ struct Setup {
   ShardPlan plan;
   std::vector<T> init;               // static_cast of rp.init, as the reference converts
   std::vector<std::string> devices;  // rank 0: one line per rank
+  std::string device_name;           // this rank's cudaDeviceProp::name, for --report
   int b_max = 0;                     // this rank's largest batch part
   std::unique_ptr<DeviceModel<T>> model;
   DeviceImages val, test;  // rank 0 only
@@ -288,7 +294,7 @@ Setup<T> setup(const Config& cfg, const HostData& data) {
 
   // A GPU per rank (a rank without one stops everybody with one message).
   std::string dev_desc;
-  all_ranks_ok(select_device(dev_desc));
+  all_ranks_ok(select_device(dev_desc, s.device_name));
   s.devices = comm::gather_strings("rank " + std::to_string(r) + " on " + comm::processor_name() + ", " + dev_desc);
 
   // Scatter the shards once: uint8 columns and labels, packed in shard order.
@@ -353,6 +359,13 @@ void print_header(std::FILE* out, const Config& cfg, const HostData& data, const
   std::fflush(out);
 }
 
+// DeviceModel::forward_backward queues the forward and the backward pass in one call. A model
+// that offers set_phase_hook(std::function<void()>), called on the host between the two
+// passes, lets --report time them apart; without it they are timed as one: the report's
+// "forward_backward" (which p_flops uses either way), "forward" and "backward" with count 0.
+template <class M>
+concept HasPhaseHook = requires(M& m, std::function<void()> f) { m.set_phase_hook(std::move(f)); };
+
 // Sum of the ranks' (cross-entropy, hits) since the epoch began.
 template <class T>
 std::array<double, 2> reduced_stats(const DeviceModel<T>& model) {
@@ -391,6 +404,24 @@ TrainResult train_on(const Config& cfg, const HostData& data, std::FILE* out) {
   const std::size_t np = model.num_params(), K = plan.num_batches();
   PinnedBuffer<T> h_grad(np);
   const T lr = static_cast<T>(cfg.lr), reg = static_cast<T>(cfg.reg);
+
+  // --report / --profile: rank 0 times every batch phase by phase with CUDA events
+  // (report.h). --profile also lines the device and the ranks up at the phase boundaries,
+  // so each phase's time is its own (a rank waiting for a slower one waits in an untimed
+  // gap, not in the allreduce), at the price of the overlap and pipelining it removes.
+  PhaseTimer timer(root && (!cfg.report.empty() || cfg.profile));
+  const auto boundary = [&](bool all_ranks) {
+    if (!cfg.profile) return;
+    CUDA_CHECK(cudaDeviceSynchronize());
+    if (all_ranks) comm::barrier();
+  };
+  constexpr bool split = HasPhaseHook<DeviceModel<T>>;
+  if constexpr (split) model.set_phase_hook([&] {
+    boundary(false);
+    timer.mark(Mark::Backward);
+  });
+  const Mark compute = split ? Mark::Forward : Mark::ForwardBackward;
+  const auto t_train = Clock::now();
   {
     NN_RANGE("GPU parallel train");
     for (int e = 0; e < cfg.epochs; ++e) {
@@ -400,19 +431,38 @@ TrainResult train_on(const Config& cfg, const HostData& data, std::FILE* out) {
       for (std::size_t k = 0; k < K; ++k) {
         NN_RANGE("batch iteration");
         const Part pt = part(plan, r, k);
+        if (cfg.profile) {
+          timer.begin(Mark::Untimed);
+          boundary(true);  // every rank starts the batch together, its device idle
+          timer.mark(compute);
+        } else {
+          timer.begin(compute);
+        }
         // inv_B = 1 / c_k, the true global count, so the short last batch is scaled right;
         // rank 0 alone adds the regulariser (see the top of this file).
         model.forward_backward(pt.offset, int(pt.count), T(1) / T(plan.batch_count(k)), root, reg);
+        boundary(false);
         // One rank holds the whole batch's gradient already: the round trip would be a no-op.
         if (p > 1) {
+          timer.mark(Mark::D2H);
           model.download_grads(h_grad.get());
+          if (cfg.profile) {
+            timer.mark(Mark::Untimed);
+            boundary(true);  // waiting for the slowest rank: not the allreduce's time
+          }
+          timer.mark(Mark::Allreduce);
           {
             NN_RANGE("MPI_Allreduce");
             comm::allreduce_sum(h_grad.get(), np);
           }
+          timer.mark(Mark::H2D);
           model.upload_grads(h_grad.get());
+          boundary(false);
         }
+        timer.mark(Mark::Step);
         model.sgd_step(lr);
+        boundary(false);
+        timer.end();
         if (cfg.print_every > 0 && (k + 1) % std::size_t(cfg.print_every) == 0) {
           const auto st = reduced_stats(model);  // collective: every rank is at the same k
           const double seen = double(std::min((k + 1) * plan.B, plan.n));
@@ -423,6 +473,7 @@ TrainResult train_on(const Config& cfg, const HostData& data, std::FILE* out) {
           }
         }
       }
+      timer.flush();  // the epoch's last batch (reduced_stats waits for the device anyway)
       const auto st = reduced_stats(model);
       EpochStats es;
       es.epoch = e + 1;
@@ -445,6 +496,35 @@ TrainResult train_on(const Config& cfg, const HostData& data, std::FILE* out) {
       }
     }
   }
+  const double train_s = since(t_train);
+  if constexpr (split) model.set_phase_hook({});
+
+  nlohmann::ordered_json report;  // rank 0, with --report or --profile
+  if (timer.active()) {
+    ReportInputs in;
+    in.device = s.device_name;
+#ifdef SIM_EMULATOR
+    in.emulator = true;
+#endif
+    in.ranks = p;
+    in.is_double = std::is_same_v<T, double>;
+    in.hidden = cfg.hidden;
+    in.batch = cfg.batch;
+    in.epochs = cfg.epochs;
+    in.n_train = sz.n_fit;
+    in.gemm = cfg.gemm;
+    in.profile = cfg.profile;
+    in.D = kInputDim;
+    in.C = kNumClasses;
+    in.batches = timer.batches();
+    for (const EpochStats& es : res.epochs) in.epoch_seconds.push_back(es.seconds);  // as printed
+    in.total_s = train_s;
+    report = make_report(in);
+    if (out) {
+      print_report_summary(out, report);
+      std::fflush(out);
+    }
+  }
 
   // ---- results: test precision, checkpoint, verification ----
   double prec = 0;
@@ -459,6 +539,10 @@ TrainResult train_on(const Config& cfg, const HostData& data, std::FILE* out) {
     if (!cfg.save.empty()) {
       save_checkpoint(cfg.save, res.params);
       if (out) std::fprintf(out, "checkpoint: %s\n", cfg.save.c_str());
+    }
+    if (!cfg.report.empty()) {
+      write_report(cfg.report, report);
+      if (out) std::fprintf(out, "report: %s\n", cfg.report.c_str());
     }
   });
   if (cfg.verify) {

@@ -69,8 +69,10 @@ struct TrainResult {
 
 // Trains with T = float or double (both are instantiated, whatever nn_real is). Collective:
 // every rank calls it with the same cfg. A user error (bad sizes, unreadable checkpoint,
-// unwritable --save / --metrics path, --gemm 0 in the emulator build) is thrown as the
-// same nn::UserError on every rank. Prints the report on `out` on rank 0 unless null.
+// unwritable --save / --metrics / --report path, --gemm 0 in the emulator build) is thrown
+// as the same nn::UserError on every rank. Prints the report on `out` on rank 0 unless null.
+// With cfg.report, rank 0 also writes the JSON performance report (report.h) at the end;
+// the path's directory is checked before training.
 template <class T>
 TrainResult train_on(const Config& cfg, const HostData& data, std::FILE* out);
 

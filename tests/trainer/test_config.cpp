@@ -307,3 +307,61 @@ TEST_F(ConfigFile, UnreadableFiles) {
 }
 
 }  // namespace
+
+namespace {
+
+// ---- --report FILE and --profile ----
+
+TEST(Config, ReportAndProfileDefaultToOff) {
+  const Config c = parse_config(Args{}).config;
+  EXPECT_EQ(c.report, "");
+  EXPECT_FALSE(c.profile);
+}
+
+TEST(Config, ReportAndProfileFromTheCommandLine) {
+  const Config c = parse_config(Args{"--report", "out/perf.json", "--profile"}).config;
+  EXPECT_EQ(c.report, "out/perf.json");
+  EXPECT_TRUE(c.profile);
+  EXPECT_FALSE(parse_config(Args{"--profile=false"}).config.profile);
+  EXPECT_EQ(parse_config(Args{"--report=a.json", "--report", "b.json"}).config.report, "b.json");
+  // --profile alone (console timing, no file) and --report alone are both valid.
+  EXPECT_EQ(parse_config(Args{"--profile"}).config.report, "");
+  EXPECT_FALSE(parse_config(Args{"--report", "r.json"}).config.profile);
+}
+
+TEST(Config, ReportAndProfileRejectBadValues) {
+  // CLI11 would take the next option as the file name.
+  EXPECT_REJECTED((Args{"--report", "--profile"}), "--report --profile: looks like an option");
+  EXPECT_REJECTED((Args{"--report", ""}), "--report: missing value");
+  EXPECT_REJECTED((Args{"--report"}), "--report");
+  EXPECT_REJECTED((Args{"--profile=maybe"}), "--profile");
+  EXPECT_REJECTED((Args{"--profile", "yes"}), "unexpected argument `yes`");  // a flag takes no value
+}
+
+TEST(Config, HelpDescribesReportAndProfile) {
+  const std::string help = nn::train::help_text();
+  for (const char* opt : {"--report FILE", "--profile"}) {
+    const auto at = help.find(opt);
+    ASSERT_NE(at, std::string::npos) << opt;
+    const std::string line = help.substr(at, help.find("[default: ", at) - at);
+    EXPECT_EQ(line.find("\n\n"), std::string::npos) << "no default on the option's entry: " << line;
+  }
+  EXPECT_NE(help.find("JSON"), std::string::npos) << help;
+  EXPECT_NE(help.find("perturbs"), std::string::npos) << help;  // --profile says what it costs
+}
+
+TEST_F(ConfigFile, ReportAndProfileKeys) {
+  const Config c = parse_config(Args{"--config", write("report = \"perf #1.json\"\nprofile = yes\n")}).config;
+  EXPECT_EQ(c.report, "perf #1.json");
+  EXPECT_TRUE(c.profile);
+  // The command line overrides the file, as for every option.
+  const std::string file = write("report = a.json\nprofile = true\n");
+  const Config o = parse_config(Args{"--config", file, "--report", "b.json", "--profile=false"}).config;
+  EXPECT_EQ(o.report, "b.json");
+  EXPECT_FALSE(o.profile);
+  EXPECT_REJECTED((Args{"--config", write("profile = sometimes\n")}),
+                  ":1: profile = sometimes: not a boolean");
+  EXPECT_REJECTED((Args{"--config", write("report =\n")}), ":1: report: missing value");
+}
+
+}  // namespace
