@@ -245,6 +245,27 @@ bench: all $(SIM_BENCH)
 	@echo "== IDX loader vs zcat =="
 	IDX_LOAD_BENCH=$(CPU_DIR)/bin/idx_load_bench bash bench/idx_load_vs_zcat.sh
 
+# ---- plots, parameter sweep, peer baseline (bench/README.md "Plots / sweep / peer") ----
+# `make plots`: a quick emulator sweep (bench/sweep.sh GRID=quick), a short --metrics run, the
+# GEMM lab's CSV when missing, then bench/plots.py -> $(PLOTS_OUT)/{roofline,training,gemm,phases}.png
+# `make peer`: bench/peer_compare.sh, our code against the same network in PyTorch.
+PLOTS_OUT    ?= $(BUILD)/plots
+PLOTS_PYTHON ?= /usr/bin/python3
+.PHONY: plots peer
+plots: $(CPU_TRAIN) $(CPU_DIR)/bin/gemm_bench data
+	@$(PLOTS_PYTHON) -c 'import matplotlib' 2>/dev/null || { \
+	  echo "error: $(PLOTS_PYTHON) cannot import matplotlib: apt-get install python3-matplotlib (Debian/Ubuntu)"; exit 1; }
+	@mkdir -p $(PLOTS_OUT) $(BENCH_OUT)
+	GRID=quick NP="1 2" NN_BIN=$(CPU_TRAIN) OUT=$(PLOTS_OUT)/sweep bash bench/sweep.sh
+	$(MPI_ENV) SIM_WORKERS=$${SIM_WORKERS:-0} $(CPU_TRAIN) --data data/current --hidden 64 --batch 100 \
+	  --epochs 5 --train-size 5000 --test-size 1000 --metrics $(PLOTS_OUT)/metrics.csv --report $(PLOTS_OUT)/metrics.json
+	@test -s $(BENCH_OUT)/gemm_emulator.csv || $(CPU_DIR)/bin/gemm_bench --quick --csv $(BENCH_OUT)/gemm_emulator.csv
+	$(PLOTS_PYTHON) bench/plots.py all --sweep $(PLOTS_OUT)/sweep --metrics $(PLOTS_OUT)/metrics.csv \
+	  --report $(PLOTS_OUT)/metrics.json --gemm $(BENCH_OUT)/gemm_emulator.csv --out $(PLOTS_OUT)
+	@echo "plots: $(PLOTS_OUT)/roofline.png $(PLOTS_OUT)/training.png $(PLOTS_OUT)/gemm.png $(PLOTS_OUT)/phases.png"
+peer: $(CPU_DIR)/bin/ref_bench data $(if $(and $(HAVE_NVCC),$(GPU_VISIBLE)),$(CUDA_TRAIN))
+	CPU_DIR=$(CPU_DIR) CUDA_DIR=$(CUDA_DIR) PYTHON=$(PLOTS_PYTHON) bash bench/peer_compare.sh
+
 clean:
 	rm -rf $(BUILD)
 
@@ -254,6 +275,8 @@ help:
 	@echo "make run     get data and train (RUN_ARGS='--epochs 3 ...')"
 	@echo "make data    download MNIST, or fall back to Debian's Fashion-MNIST offline"
 	@echo "make bench   GEMM lab (validate + time every variant), emulator speed, loader speed"
+	@echo "make plots   roofline, training curves, GEMM bars, phase breakdown (PNG, build/plots/)"
+	@echo "make peer    our reference vs PyTorch on the same network (and our GPU build vs PyTorch on a GPU)"
 	@echo "make setup   check/install dependencies"
 	@echo "make clean   remove $(BUILD)/"
 	@echo "variables: USE_DOUBLE=1 DEBUG=1 SANITIZE=1 CUDA_HOME= CUDA_ARCH='80 90' NP_LIST='1 2'"

@@ -1,0 +1,183 @@
+#!/usr/bin/python3
+"""Peer baseline: nn_train's network and SGD loop written in PyTorch.
+
+784-H-10, sigmoid hidden layer, softmax + cross-entropy (mean over the batch), L2 on the
+weights only as (reg/2)(|W1|^2 + |W2|^2), i.e. a gradient term reg*W (SGD weight_decay on
+the weights, none on the biases), plain SGD, fp32 with TF32 off. The images stay resident
+on the device as uint8 (as in nn_train); each batch is gathered and divided by 255 there.
+Same split as nn_train: the first --train-size images, the last --val-fraction of them held
+out, batches of --batch in a fresh random order every epoch (the last one may be smaller;
+its gradient is the mean over its true size). Data: the same IDX files (raw or gzip).
+
+    /usr/bin/python3 bench/peer_torch.py --data data/current --hidden 512 --batch 800 \
+        --epochs 3 --device cpu --threads 2
+
+Prints one line per epoch, then the lines bench/peer_compare.sh reads:
+    epoch_seconds: s1 s2 ...   (wall time of each epoch's batches, device synchronised)
+    test precision: 0.xxxx
+Timing matches nn_train's --metrics `seconds`: the batches only, no validation or test.
+"""
+import argparse
+import gzip
+import os
+import struct
+import sys
+import time
+
+import numpy as np
+
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError:
+    sys.exit("error: PyTorch is not importable by %s (Debian: apt-get install python3-torch)"
+             % sys.executable)
+
+
+def read_idx(directory, stem):
+    """An IDX file (raw, or gzip by content) as a numpy uint8 array of its declared shape."""
+    path = os.path.join(directory, stem)
+    if not os.path.exists(path):
+        path += ".gz"
+    with open(path, "rb") as f:
+        raw = f.read()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] != 0x08:
+        sys.exit("error: %s: not an unsigned-byte IDX file" % path)
+    ndim = raw[3]
+    dims = struct.unpack(">%dI" % ndim, raw[4:4 + 4 * ndim])
+    data = np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim)
+    if data.size != int(np.prod(dims)):
+        sys.exit("error: %s: %d bytes of data, header says %s" % (path, data.size, dims))
+    return data.reshape(dims)
+
+
+def load_split(directory, split):
+    images = read_idx(directory, split + "-images-idx3-ubyte")
+    labels = read_idx(directory, split + "-labels-idx1-ubyte")
+    if images.shape[0] != labels.shape[0]:
+        sys.exit("error: %s: %d images but %d labels" % (split, images.shape[0], labels.shape[0]))
+    return images.reshape(images.shape[0], -1), labels
+
+
+def parse():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", default="data/current")
+    ap.add_argument("--hidden", type=int, default=256)
+    ap.add_argument("--batch", type=int, default=100)
+    ap.add_argument("--epochs", type=int, default=10)
+    ap.add_argument("--lr", type=float, default=0.5)
+    ap.add_argument("--reg", type=float, default=1e-4)
+    ap.add_argument("--train-size", type=int, default=0, help="first N training images (0 = all)")
+    ap.add_argument("--test-size", type=int, default=0, help="first N test images (0 = all)")
+    ap.add_argument("--val-fraction", type=float, default=0.1)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--no-shuffle", action="store_true")
+    ap.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto",
+                    help="auto: CUDA when available, else the CPU")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="CPU threads (torch.set_num_threads); 0: $OMP_NUM_THREADS, else 1")
+    a = ap.parse_args()
+    if a.hidden < 1 or a.batch < 1 or a.epochs < 1 or not 0 <= a.val_fraction < 1:
+        ap.error("bad --hidden/--batch/--epochs/--val-fraction")
+    return a
+
+
+def main():
+    a = parse()
+    if a.device == "auto":
+        a.device = "cuda" if torch.cuda.is_available() else "cpu"
+    if a.device == "cuda" and not torch.cuda.is_available():
+        sys.exit("error: --device cuda but this PyTorch (%s) sees no CUDA device" % torch.__version__)
+    threads = a.threads or int(os.environ.get("OMP_NUM_THREADS", "1") or 1)
+    torch.set_num_threads(threads)
+    torch.set_num_interop_threads(1)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.manual_seed(a.seed)
+    dev = torch.device(a.device)
+
+    train_x, train_y = load_split(a.data, "train")
+    test_x, test_y = load_split(a.data, "t10k")
+    n_used = a.train_size or train_x.shape[0]
+    if n_used > train_x.shape[0]:
+        sys.exit("error: --train-size %d exceeds the %d training images" % (n_used, train_x.shape[0]))
+    n_val = int(n_used * a.val_fraction)
+    n_fit = n_used - n_val
+    n_test = min(a.test_size or test_x.shape[0], test_x.shape[0])
+    if a.batch > n_fit:
+        sys.exit("error: --batch %d exceeds the %d training images" % (a.batch, n_fit))
+
+    # Resident on the device, as uint8 (one image per row here: PyTorch is row-major).
+    xs = torch.from_numpy(train_x[:n_fit].copy()).to(dev)
+    ys = torch.from_numpy(train_y[:n_fit].astype(np.int64)).to(dev)
+    xt = torch.from_numpy(test_x[:n_test].copy()).to(dev)
+    yt = torch.from_numpy(test_y[:n_test].astype(np.int64)).to(dev)
+
+    D, H, C = xs.shape[1], a.hidden, 10
+
+    def glorot(rows, cols):  # Glorot-uniform, as src/model/init.h (different generator)
+        lim = (6.0 / (rows + cols)) ** 0.5
+        return ((torch.rand(rows, cols) * 2 - 1) * lim).to(dev).requires_grad_()
+
+    W1, W2 = glorot(H, D), glorot(C, H)
+    b1 = torch.zeros(H, device=dev, requires_grad=True)
+    b2 = torch.zeros(C, device=dev, requires_grad=True)
+    opt = torch.optim.SGD([{"params": [W1, W2], "weight_decay": a.reg},
+                           {"params": [b1, b2], "weight_decay": 0.0}], lr=a.lr)
+
+    def logits(xb_u8):
+        x = xb_u8.to(torch.float32) / 255.0
+        a1 = torch.sigmoid(F.linear(x, W1, b1))
+        return F.linear(a1, W2, b2)
+
+    def sync():
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+
+    desc = torch.cuda.get_device_name(dev) if dev.type == "cuda" else \
+        "CPU, torch threads %d, OPENBLAS_NUM_THREADS=%s, OMP_NUM_THREADS=%s" % (
+            torch.get_num_threads(), os.environ.get("OPENBLAS_NUM_THREADS", "unset"),
+            os.environ.get("OMP_NUM_THREADS", "unset"))
+    print("peer_torch: PyTorch %s, float32, TF32 off, %s" % (torch.__version__, desc))
+    print("data: %s (train %d, validation %d, test %d images)" % (a.data, n_fit, n_val, n_test))
+    print("config: hidden=%d batch=%d epochs=%d lr=%g reg=%g seed=%d shuffle=%s" % (
+        H, a.batch, a.epochs, a.lr, a.reg, a.seed, "no" if a.no_shuffle else "yes"))
+    sys.stdout.flush()
+
+    secs = []
+    for e in range(a.epochs):
+        sync()
+        t0 = time.perf_counter()
+        order = torch.arange(n_fit, device=dev) if a.no_shuffle else torch.randperm(n_fit, device=dev)
+        ce_sum = torch.zeros((), device=dev)
+        hits = torch.zeros((), dtype=torch.int64, device=dev)
+        for begin in range(0, n_fit, a.batch):
+            idx = order[begin:begin + a.batch]
+            yb = ys[idx]
+            z2 = logits(xs[idx])
+            ce = F.cross_entropy(z2, yb)  # mean over the batch's true size
+            opt.zero_grad(set_to_none=True)
+            ce.backward()
+            opt.step()
+            with torch.no_grad():  # running statistics stay on the device: no sync per batch
+                ce_sum += ce.detach() * idx.numel()
+                hits += (z2.detach().argmax(1) == yb).sum()
+        sync()
+        secs.append(time.perf_counter() - t0)
+        with torch.no_grad():
+            loss = ce_sum.item() / n_fit + 0.5 * a.reg * (W1.square().sum() + W2.square().sum()).item()
+        print("epoch %3d  loss %.5f  train acc %.4f  %.3f s  %.0f images/s" % (
+            e + 1, loss, hits.item() / n_fit, secs[-1], n_fit / secs[-1]))
+        sys.stdout.flush()
+
+    with torch.no_grad():
+        correct = sum(int((logits(xt[i:i + 1024]).argmax(1) == yt[i:i + 1024]).sum())
+                      for i in range(0, n_test, 1024))
+    print("epoch_seconds: " + " ".join("%.6f" % s for s in secs))
+    print("test precision: %.4f" % (correct / n_test if n_test else 0.0))
+
+
+if __name__ == "__main__":
+    main()
