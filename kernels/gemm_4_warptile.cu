@@ -330,6 +330,11 @@ Workspace& workspace(cudaStream_t s, std::size_t partial_bytes, std::size_t n_co
   CUDA_CHECK(cudaGetDevice(&dev));
   std::lock_guard<std::mutex> lock(mu);
   Workspace& w = (*all)[{dev, s}];
+  // Growing frees buffers that earlier split-K launches on this stream may still use:
+  // wait for them explicitly rather than rely on cudaFree's implicit synchronisation.
+  // (One workspace per (device, stream): the stream must not be destroyed while in use.)
+  if ((w.partial && w.partial_bytes < partial_bytes) || (w.counters && w.n_counters < n_counters))
+    CUDA_CHECK(cudaStreamSynchronize(s));
   if (w.partial_bytes < partial_bytes) {
     if (w.partial) CUDA_CHECK(cudaFree(w.partial));
     w.partial = nullptr;
