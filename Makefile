@@ -48,7 +48,7 @@ LIBS     := -larmadillo -lz -pthread
 # ---- sources --------------------------------------------------------------------
 HOST_SRCS   := $(sort $(filter-out src/main.cpp,$(wildcard src/*/*.cpp src/*.cpp)))
 KERNEL_SRCS := $(sort $(wildcard kernels/*.cu))
-TEST_SRCS   := $(sort $(filter-out tests/nvtx/%,$(wildcard tests/*.cpp tests/*/*.cpp)))
+TEST_SRCS   := $(sort $(filter-out tests/nvtx/% tests/fuzz/%,$(wildcard tests/*.cpp tests/*/*.cpp)))
 TEST_CU     := $(sort $(wildcard tests/*/*.cu))
 BENCH_SRCS  := $(sort $(wildcard bench/*.cpp))
 SIM_SRCS    := $(sort $(wildcard kernels/sim/runtime/*.cpp))

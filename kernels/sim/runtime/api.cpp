@@ -53,6 +53,10 @@ const ErrorInfo kErrors[] = {
     SIM_E(cudaErrorCooperativeLaunchTooLarge, "too many blocks in cooperative launch"),
     SIM_E(cudaErrorNotPermitted, "operation not permitted"),
     SIM_E(cudaErrorNotSupported, "operation not supported"),
+    SIM_E(cudaErrorStreamCaptureUnsupported, "operation not permitted when stream is capturing"),
+    SIM_E(cudaErrorStreamCaptureInvalidated, "operation failed due to a previous error during capture"),
+    SIM_E(cudaErrorStreamCaptureImplicit, "operation would make the legacy stream depend on a capturing blocking stream"),
+    SIM_E(cudaErrorStreamCaptureWrongThread, "attempt to terminate a thread-local capture sequence from another thread"),
     SIM_E(cudaErrorUnknown, "unknown error"),
 };
 #undef SIM_E
@@ -179,6 +183,7 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
 }
 cudaError_t cudaDeviceSynchronize(void) {
   SIM_STICKY_CHECK();
+  if (const cudaError_t e = capture_forbids()) return e;
   return cudaSuccess;
 }
 cudaError_t cudaDeviceReset(void) {
@@ -246,11 +251,13 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
   SIM_STICKY_CHECK();
+  if (const cudaError_t e = capture_forbids(s)) return e;
   return stream_valid(s) ? cudaSuccess : set_error(cudaErrorInvalidResourceHandle);
 }
 cudaError_t cudaStreamQuery(cudaStream_t s) { return cudaStreamSynchronize(s); }
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int) {
   SIM_STICKY_CHECK();
+  // Work is synchronous, so a wait has nothing to order: in a capture it is no node at all.
   return stream_valid(s) && event_valid(e) ? cudaSuccess
                                            : set_error(cudaErrorInvalidResourceHandle);
 }
@@ -267,12 +274,22 @@ cudaError_t cudaEventCreate(cudaEvent_t* e) { return cudaEventCreateWithFlags(e,
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
   SIM_STICKY_CHECK();
   if (!event_valid(e) || !stream_valid(s)) return set_error(cudaErrorInvalidResourceHandle);
+  // On a capturing stream the record becomes a node: the time is taken at replay.
+  switch (capture_node(s, [e] {
+    e->recorded = true;
+    e->t = std::chrono::steady_clock::now();
+  })) {
+    case CaptureVerdict::Captured: return cudaSuccess;
+    case CaptureVerdict::Refused: return tl_last_error;
+    case CaptureVerdict::Run: break;
+  }
   e->recorded = true;
   e->t = std::chrono::steady_clock::now();
   return cudaSuccess;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
   SIM_STICKY_CHECK();
+  if (const cudaError_t c = capture_forbids()) return c;
   return event_valid(e) ? cudaSuccess : set_error(cudaErrorInvalidResourceHandle);
 }
 cudaError_t cudaEventQuery(cudaEvent_t e) { return cudaEventSynchronize(e); }

@@ -225,6 +225,21 @@ void count_launch();
 std::string type_name_of(const char* pretty_function);
 const char* kind_name(int warp_kind);
 
+// Stream capture (graph.cpp). capture_forbids: cudaSuccess, or -- when a global-mode capture
+// is active (or a thread-local one on this thread) and the call is not part of a replay --
+// the capture is invalidated and cudaErrorStreamCaptureUnsupported set and returned, as CUDA
+// does for synchronous calls (cudaMemcpy, cudaMalloc, cudaDeviceSynchronize, ...). Given the
+// capturing stream itself (cudaStreamSynchronize), any capture mode refuses.
+cudaError_t capture_forbids(cudaStream_t stream = nullptr);
+// While one lives on a thread, that thread's synchronous calls are a replay's or an async
+// call's own work, not the program's: capture_forbids lets them through.
+struct ReplayScope {
+  ReplayScope();
+  ~ReplayScope();
+  ReplayScope(const ReplayScope&) = delete;
+  ReplayScope& operator=(const ReplayScope&) = delete;
+};
+
 // shared memory limits (api.cpp)
 size_t dyn_smem_limit(const void* fn);
 size_t total_smem_limit(const void* fn);

@@ -120,7 +120,10 @@ void free_all_allocations() {
 using namespace sim::detail;
 
 extern "C" {
-cudaError_t cudaMalloc(void** p, size_t size) { return fill_alloc(p, size, Kind::Device); }
+cudaError_t cudaMalloc(void** p, size_t size) {
+  if (const cudaError_t e = capture_forbids()) return e;
+  return fill_alloc(p, size, Kind::Device);
+}
 cudaError_t cudaMallocManaged(void** p, size_t size, unsigned int) {
   return fill_alloc(p, size, Kind::Managed);
 }
@@ -133,11 +136,15 @@ cudaError_t cudaMallocHost(void** p, size_t size) { return fill_alloc(p, size, K
 cudaError_t cudaHostAlloc(void** p, size_t size, unsigned int) {
   return fill_alloc(p, size, Kind::Host);
 }
-cudaError_t cudaFree(void* p) { return release(p, false); }
+cudaError_t cudaFree(void* p) {
+  if (const cudaError_t e = capture_forbids()) return e;
+  return release(p, false);
+}
 cudaError_t cudaFreeHost(void* p) { return release(p, true); }
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
   if (const cudaError_t e = sticky_error()) return set_error(e);
+  if (const cudaError_t e = capture_forbids()) return e;
   if (static_cast<unsigned>(kind) > 4) return set_error(cudaErrorInvalidMemcpyDirection);
   if (count == 0) return cudaSuccess;
   if (!dst || !src || !copy_ok(dst, src, count, kind)) return set_error(cudaErrorInvalidValue);
@@ -147,11 +154,18 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind 
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind kind,
                             cudaStream_t stream) {
   if (!stream_valid(stream)) return set_error(cudaErrorInvalidResourceHandle);
+  switch (capture_node(stream, [=] { ReplayScope r; cudaMemcpy(dst, src, count, kind); })) {
+    case CaptureVerdict::Captured: return cudaSuccess;
+    case CaptureVerdict::Refused: return tl_last_error;
+    case CaptureVerdict::Run: break;
+  }
+  ReplayScope r;  // an async copy on a stream that does not capture is no sync point
   return cudaMemcpy(dst, src, count, kind);
 }
 cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
                          size_t height, cudaMemcpyKind kind) {
   if (const cudaError_t e = sticky_error()) return set_error(e);
+  if (const cudaError_t e = capture_forbids()) return e;
   if (static_cast<unsigned>(kind) > 4) return set_error(cudaErrorInvalidMemcpyDirection);
   if (width == 0 || height == 0) return cudaSuccess;
   if (width > dpitch || width > spitch) return set_error(cudaErrorInvalidPitchValue);
@@ -167,6 +181,7 @@ cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitc
 }
 cudaError_t cudaMemset(void* p, int value, size_t count) {
   if (const cudaError_t e = sticky_error()) return set_error(e);
+  if (const cudaError_t e = capture_forbids()) return e;
   if (count == 0) return cudaSuccess;
   {
     std::lock_guard<std::mutex> lk(mem_mutex());
@@ -177,6 +192,12 @@ cudaError_t cudaMemset(void* p, int value, size_t count) {
 }
 cudaError_t cudaMemsetAsync(void* p, int value, size_t count, cudaStream_t stream) {
   if (!stream_valid(stream)) return set_error(cudaErrorInvalidResourceHandle);
+  switch (capture_node(stream, [=] { ReplayScope r; cudaMemset(p, value, count); })) {
+    case CaptureVerdict::Captured: return cudaSuccess;
+    case CaptureVerdict::Refused: return tl_last_error;
+    case CaptureVerdict::Run: break;
+  }
+  ReplayScope r;
   return cudaMemset(p, value, count);
 }
 

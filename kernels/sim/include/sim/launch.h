@@ -5,6 +5,7 @@
 #pragma once
 #include <atomic>
 #include <cstddef>
+#include <functional>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -30,6 +31,15 @@ bool check_pointer_arg(const LaunchParams& p, int index, const void* ptr, const 
 void launch_execute(const LaunchParams& p, void (*invoke)(void*), void* state);
 void* shared_alloc(SharedSite* site, size_t bytes, size_t align);
 void* dynamic_shared_base();
+
+// Stream capture (runtime/graph.cpp). While some stream captures, every launch asks
+// capture_node: on the capturing stream the launch is stored as a replayable node
+// (Captured); on the legacy default stream under a global-mode capture it is refused with
+// cudaErrorStreamCaptureImplicit and the capture invalidated, as CUDA does (Refused).
+enum class CaptureVerdict { Run, Captured, Refused };
+extern std::atomic<int> g_active_captures;
+inline bool capture_active() { return g_active_captures.load(std::memory_order_relaxed) > 0; }
+CaptureVerdict capture_node(cudaStream_t stream, std::function<void()> node);
 
 template <class T>
 inline constexpr bool is_data_pointer_v =
@@ -62,10 +72,18 @@ struct DeferredLaunch {
   LaunchParams lp;
   template <class... A>
   void operator()(A&&... a) {
-    if (!launch_prepare(lp)) return;
     using Tuple = std::tuple<std::decay_t<A>...>;
     Tuple t{std::forward<A>(a)...};
-    if (!check_args(lp, t, std::index_sequence_for<A...>{})) return;
+    if (capture_active() &&
+        capture_node(lp.stream, [call = call, lp = lp, t]() mutable { run(call, lp, t); }) !=
+            CaptureVerdict::Run)
+      return;
+    run(call, lp, t);
+  }
+  template <class Tuple>
+  static void run(L& call, LaunchParams lp, Tuple& t) {
+    if (!launch_prepare(lp)) return;
+    if (!check_args(lp, t, std::make_index_sequence<std::tuple_size_v<Tuple>>{})) return;
     struct State {
       L* call;
       Tuple* t;
@@ -86,8 +104,16 @@ struct KernelLaunch {
   L call;
   LaunchParams lp;
   void operator()(P... args) {
-    if (!launch_prepare(lp)) return;
     std::tuple<P...> t{std::move(args)...};
+    if (capture_active() &&
+        capture_node(lp.stream, [fn = fn, lp = lp, t]() mutable { run(fn, lp, t); }) !=
+            CaptureVerdict::Run)
+      return;
+    run(fn, lp, t);
+  }
+  // One execution of the launch (directly, or as a node of a graph being replayed).
+  static void run(void (*fn)(P...), LaunchParams lp, std::tuple<P...>& t) {
+    if (!launch_prepare(lp)) return;
     if (!check_args(lp, t, std::index_sequence_for<P...>{})) return;
     struct State {
       void (*fn)(P...);

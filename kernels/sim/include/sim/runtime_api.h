@@ -41,6 +41,10 @@ enum cudaError {
   cudaErrorCooperativeLaunchTooLarge = 720,
   cudaErrorNotPermitted = 800,
   cudaErrorNotSupported = 801,
+  cudaErrorStreamCaptureUnsupported = 900,
+  cudaErrorStreamCaptureInvalidated = 901,
+  cudaErrorStreamCaptureImplicit = 906,
+  cudaErrorStreamCaptureWrongThread = 908,
   cudaErrorUnknown = 999
 };
 typedef enum cudaError cudaError_t;
@@ -113,6 +117,21 @@ enum cudaLimit {
 
 typedef struct CUstream_st* cudaStream_t;
 typedef struct CUevent_st* cudaEvent_t;
+// CUDA Graphs through stream capture (runtime/graph.cpp): kernels, async copies and memsets
+// queued on a capturing stream are recorded instead of run; a graph launch replays them.
+typedef struct CUgraph_st* cudaGraph_t;
+typedef struct CUgraphExec_st* cudaGraphExec_t;
+typedef struct CUgraphNode_st* cudaGraphNode_t;
+enum cudaStreamCaptureMode {
+  cudaStreamCaptureModeGlobal = 0,
+  cudaStreamCaptureModeThreadLocal = 1,
+  cudaStreamCaptureModeRelaxed = 2
+};
+enum cudaStreamCaptureStatus {
+  cudaStreamCaptureStatusNone = 0,
+  cudaStreamCaptureStatusActive = 1,
+  cudaStreamCaptureStatusInvalidated = 2
+};
 #define cudaStreamLegacy ((cudaStream_t)0x1)
 #define cudaStreamPerThread ((cudaStream_t)0x2)
 
@@ -227,6 +246,16 @@ cudaError_t cudaEventQuery(cudaEvent_t event);
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end);
 cudaError_t cudaEventDestroy(cudaEvent_t event);
 
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* pGraph);
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* pStatus);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* pGraphExec, cudaGraph_t graph,
+                                 unsigned long long flags);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream);
+cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, size_t* numNodes);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec);
+cudaError_t cudaGraphDestroy(cudaGraph_t graph);
+
 // Function-pointer forms; the templates below forward here.
 cudaError_t sim_cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int value);
 cudaError_t sim_cudaFuncGetAttributes(cudaFuncAttributes* attr, const void* func);
@@ -247,6 +276,9 @@ inline cudaError_t cudaMemsetAsync(void* devPtr, int value, size_t count) {
 }
 inline cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event) {
   return cudaStreamWaitEvent(stream, event, 0);
+}
+inline cudaError_t cudaGraphInstantiate(cudaGraphExec_t* pGraphExec, cudaGraph_t graph) {
+  return cudaGraphInstantiate(pGraphExec, graph, 0);
 }
 inline cudaError_t cudaMallocManaged(void** p, size_t size) {
   return cudaMallocManaged(p, size, cudaMemAttachGlobal);
