@@ -5,6 +5,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -43,6 +44,41 @@ std::string broadcast(const std::string& s);
 // buffers longer than INT_MAX elements go in several calls. Every rank passes the same n.
 void allreduce_sum(float* buf, std::size_t n);
 void allreduce_sum(double* buf, std::size_t n);
+// ---- communication strategies (src/comm/strategies.cpp; issue 7) ----
+// A reduction in flight (MPI_Iallreduce): the buffer must stay untouched until wait()
+// returns. test() lets MPI progress it (call it while the host waits for something else).
+class Request {
+ public:
+  Request();
+  ~Request();  // waits, so a request is never abandoned with its buffer still in use
+  Request(Request&&) noexcept;
+  Request& operator=(Request&&) noexcept;
+  bool test();
+  void wait();
+  struct Impl;  // MPI's handles; defined in strategies.cpp only
+  Impl& impl() { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+// Non-blocking in-place sum over ranks (MPI_Iallreduce; pieces of at most INT_MAX values).
+// The same n on every rank. Its result is bitwise the same whether waited for at once or
+// later: the overlapped and the serial trainer both use it, so their weights agree exactly.
+Request iallreduce_sum(float* buf, std::size_t n);
+Request iallreduce_sum(double* buf, std::size_t n);
+// Parameter server over point-to-point messages: every rank sends its n values to rank 0,
+// which adds them in rank order (so the result is deterministic) and sends the sum back.
+// In place; the same n on every rank; blocking.
+void ps_sum(float* buf, std::size_t n);
+void ps_sum(double* buf, std::size_t n);
+// Every rank's values, concatenated in rank order, on rank 0 (empty elsewhere). The counts
+// may differ per rank (model parallelism: each rank's slice of the hidden layer).
+std::vector<double> gather_to_root(const std::vector<double>& mine);
+// Can MPI read and write device memory (CUDA-aware MPI, MPIX_Query_cuda_support)?
+// "" if yes, else why not. In the emulator build device memory is host memory, so MPI can
+// always use it, unless SIM_MPI_CUDA_AWARE=0 pretends otherwise (to test the refusal).
+std::string device_pointer_support();
+
 // Rank 0's n bytes at p reach every rank (p must hold n bytes everywhere); chunked past INT_MAX.
 void broadcast_bytes(void* p, std::size_t n);
 // Rank 0's vector (length and contents) reaches every rank.

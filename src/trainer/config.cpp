@@ -25,6 +25,16 @@
 #include "gemm.h"
 
 namespace nn::train {
+
+const char* strategy_name(Strategy s) {
+  switch (s) {
+    case Strategy::Allreduce: return "allreduce";
+    case Strategy::ParamServer: return "ps";
+    case Strategy::Model: return "model";
+  }
+  return "?";
+}
+
 namespace {
 
 // A rejected value: only the problem; the caller says where the value came from
@@ -223,6 +233,33 @@ const Spec kSpecs[] = {
    "phase times, but it perturbs the timings",
    [](const Config& c) { return std::string(c.profile ? "on" : "off"); },
    [](Config& c, const std::string& v) { c.profile = to_bool(v); }},
+  {"strategy", "S", "allreduce | ps (Send/Recv parameter server on rank 0) | model "
+   "(model parallel: hidden units split over the ranks)",
+   [](const Config& c) { return std::string(strategy_name(c.strategy)); },
+   [](Config& c, const std::string& v) {
+     const std::string s = trim(v);
+     if (s == "allreduce") c.strategy = Strategy::Allreduce;
+     else if (s == "ps") c.strategy = Strategy::ParamServer;
+     else if (s == "model") c.strategy = Strategy::Model;
+     else throw BadValue{s.empty() ? "missing value" : "must be allreduce, ps or model"};
+   }},
+  {"no-overlap", nullptr, "reduce the gradients after the whole backward pass instead of "
+   "overlapping layer 2's reduction with the dW1 GEMM",
+   [](const Config& c) { return std::string(c.overlap ? "off" : "on"); },
+   [](Config& c, const std::string& v) { c.overlap = !to_bool(v); }},
+  {"mpi", "M", "host (stage through pinned host memory) | device (device pointers to a "
+   "CUDA-aware MPI)",
+   [](const Config& c) { return std::string(c.mpi_device ? "device" : "host"); },
+   [](Config& c, const std::string& v) {
+     const std::string s = trim(v);
+     if (s == "host") c.mpi_device = false;
+     else if (s == "device") c.mpi_device = true;
+     else throw BadValue{s.empty() ? "missing value" : "must be host or device"};
+   }},
+  {"graph", nullptr, "capture each step's kernels between host synchronisation points as "
+   "CUDA Graphs and replay them",
+   [](const Config& c) { return std::string(c.graph ? "on" : "off"); },
+   [](Config& c, const std::string& v) { c.graph = to_bool(v); }},
 };
 // clang-format on
 constexpr std::size_t kNumSpecs = std::size(kSpecs);

@@ -8,6 +8,12 @@
 
 namespace nn::train {
 
+// How the ranks cooperate (docs/parallelism.md): data parallelism with the gradient summed by
+// MPI_Allreduce or by a Send/Recv parameter server on rank 0, or model parallelism (each rank
+// owns a slice of the hidden units; the partial output scores are all-reduced instead).
+enum class Strategy { Allreduce, ParamServer, Model };
+const char* strategy_name(Strategy s);  // "allreduce", "ps", "model"
+
 struct Config {
   std::string data = "data/current";  // IDX directory: {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]
   int hidden = 256;                   // H
@@ -29,6 +35,10 @@ struct Config {
   std::string config_file;            // where options came from, for the header line
   std::string report;                 // JSON performance report written by rank 0 ("" = none)
   bool profile = false;               // barriers + device syncs at phase boundaries (perturbs timings)
+  Strategy strategy = Strategy::Allreduce;
+  bool overlap = true;                // data parallel: reduce layer 2 while the dW1 GEMM runs
+  bool mpi_device = false;            // --mpi device: device pointers to a CUDA-aware MPI
+  bool graph = false;                 // replay each step's kernels as CUDA Graphs
 };
 
 }  // namespace nn::train
