@@ -1,6 +1,6 @@
 // IDX loader implementation: gzip is detected by content and inflated in one pass straight into
 // the final buffer, whose size comes from the (validated) header; raw files are read with pread.
-// Tested by tests/data/test_idx.cpp, fuzzed by tests/fuzz/fuzz_idx.cpp (`make fuzz`); timed
+// Tested by tests/data/test_idx.cpp, fuzzed by tests/fuzz/targets/fuzz_idx.cpp (`make fuzz`); timed
 // against zcat by bench/idx_load_vs_zcat.sh.
 #include "data/idx.h"
 

@@ -1,6 +1,6 @@
 // MNIST-style IDX loader: images (u8, count x rows x cols) and labels (u8, 0..9), raw or gzip.
 // Every malformed input ends in one IdxError whose what() is "<path>: <problem>" on one line.
-// Tested by tests/data/test_idx.cpp, fuzzed by tests/fuzz/fuzz_idx.cpp (`make fuzz`); speed
+// Tested by tests/data/test_idx.cpp, fuzzed by tests/fuzz/targets/fuzz_idx.cpp (`make fuzz`); speed
 // compared with zcat by bench/idx_load_vs_zcat.sh.
 #pragma once
 

@@ -1,7 +1,7 @@
 // Checkpoint files (format: docs/checkpoint.md): a 32-byte little-endian header, the four
 // tensors column-major, a CRC32 trailer. Saved through a temp file + fsync + rename;
 // loaded with every field checked before any allocation. Tests: tests/trainer/test_checkpoint.cpp;
-// fuzzed through decode_checkpoint by tests/fuzz/fuzz_checkpoint.cpp (`make fuzz`).
+// fuzzed through decode_checkpoint by tests/fuzz/targets/fuzz_checkpoint.cpp (`make fuzz`).
 #include "trainer/checkpoint.h"
 
 #include <fcntl.h>

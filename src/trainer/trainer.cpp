@@ -36,6 +36,7 @@
 #include "nn_real.h"
 #include "reference/ref_net.h"
 #include "trainer/device_model.h"
+#include "trainer/model_parallel.h"
 #include "trainer/report.h"
 #include "trainer/shards.h"
 
@@ -106,6 +107,9 @@ void validate(const Config& cfg) {
     bad("--gemm " + std::to_string(cfg.gemm) + " (" + gemm_variant_name(cfg.gemm) +
         ") needs the CUDA build; this is the emulator build (use 1-" +
         std::to_string(kGemmVariants - 1) + ")");
+  // The server adds the gradients on the host, so it needs them in host memory.
+  if (cfg.mpi_device && cfg.strategy == Strategy::ParamServer)
+    bad("--mpi device works with --strategy allreduce or model; the parameter server (ps) sums on the host");
 }
 
 // cudaSetDevice(local rank % devices): the rank within the node, not the global rank,
@@ -278,6 +282,10 @@ struct Setup {
   int b_max = 0;                     // this rank's largest batch part
   std::unique_ptr<DeviceModel<T>> model;
   DeviceImages val, test;  // rank 0 only
+  // --strategy model: this rank's hidden units; rank 0 evaluates with the whole network,
+  // put together from every rank's slice (full_params).
+  HiddenSlice slice;
+  std::unique_ptr<DeviceModel<T>> eval_model;
 };
 
 template <class T>
@@ -290,11 +298,17 @@ Setup<T> setup(const Config& cfg, const HostData& data) {
   const Sizes sz = s.rp.sz = comm::broadcast_value(s.rp.sz);
   comm::broadcast(s.rp.init);
   s.init.assign(s.rp.init.begin(), s.rp.init.end());
-  s.plan = make_plan(sz.n_fit, cfg.batch, p, cfg.seed, cfg.shuffle);
+  // Model parallelism trains every rank on the whole batch: one shard, the p = 1 schedule.
+  const bool mp = cfg.strategy == Strategy::Model;
+  s.plan = make_plan(sz.n_fit, cfg.batch, mp ? 1 : p, cfg.seed, cfg.shuffle);
 
   // A GPU per rank (a rank without one stops everybody with one message).
   std::string dev_desc;
   all_ranks_ok(select_device(dev_desc, s.device_name));
+  if (cfg.mpi_device) {
+    const std::string why = comm::device_pointer_support();
+    all_ranks_ok(why.empty() ? "" : "--mpi device: " + why);
+  }
   s.devices = comm::gather_strings("rank " + std::to_string(r) + " on " + comm::processor_name() + ", " + dev_desc);
 
   // Scatter the shards once: uint8 columns and labels, packed in shard order.
@@ -305,7 +319,7 @@ Setup<T> setup(const Config& cfg, const HostData& data) {
     if (root) {
       img_send.reserve(sz.n_fit * D);
       lab_send.reserve(sz.n_fit);
-      for (int q = 0; q < p; ++q) {
+      for (int q = 0; q < s.plan.p; ++q) {  // model parallelism: one shard
         const std::vector<std::uint32_t> idx = shard_indices(s.plan, q);
         for (const std::uint32_t i : idx) {
           const auto* col = data.train.images.data() + std::size_t(i) * D;
@@ -316,18 +330,36 @@ Setup<T> setup(const Config& cfg, const HostData& data) {
         lab_counts.push_back(idx.size());
       }
     }
-    const std::vector<std::uint8_t> my_img = comm::scatterv_bytes(img_send, img_counts);
-    const std::vector<std::uint8_t> my_lab = comm::scatterv_bytes(lab_send, lab_counts);
-    shard = DeviceImages(my_img.data(), my_lab.data(), my_lab.size(), D);
+    if (mp) {  // the one shard goes to everybody
+      const std::size_t n = comm::broadcast_value(lab_send.size());
+      img_send.resize(n * D);
+      lab_send.resize(n);
+      comm::broadcast_bytes(img_send.data(), img_send.size());
+      comm::broadcast_bytes(lab_send.data(), lab_send.size());
+      shard = DeviceImages(img_send.data(), lab_send.data(), n, D);
+    } else {
+      const std::vector<std::uint8_t> my_img = comm::scatterv_bytes(img_send, img_counts);
+      const std::vector<std::uint8_t> my_lab = comm::scatterv_bytes(lab_send, lab_counts);
+      shard = DeviceImages(my_img.data(), my_lab.data(), my_lab.size(), D);
+    }
   }
 
   // The first batch is a full one, so it holds this rank's largest part; rank 0 also
   // evaluates the validation and test sets, in chunks of up to 1024 columns.
-  s.b_max = int(part(s.plan, r, 0).count);
-  s.model = std::make_unique<DeviceModel<T>>(D, cfg.hidden, kNumClasses, root ? std::max(s.b_max, 1024) : s.b_max,
-                                             cfg.gemm);
+  s.b_max = int(part(s.plan, mp ? 0 : r, 0).count);
+  if (mp) {
+    s.slice = hidden_slice(cfg.hidden, p, r);
+    const std::vector<double> mine = slice_params(s.rp.init, D, cfg.hidden, kNumClasses, s.slice);
+    s.model = std::make_unique<DeviceModel<T>>(D, s.slice.H, kNumClasses, s.b_max, cfg.gemm);
+    s.model->set_params(std::vector<T>(mine.begin(), mine.end()));
+    if (root) s.eval_model = std::make_unique<DeviceModel<T>>(D, cfg.hidden, kNumClasses, 1024, cfg.gemm);
+  } else {
+    s.model = std::make_unique<DeviceModel<T>>(D, cfg.hidden, kNumClasses,
+                                               root ? std::max(s.b_max, 1024) : s.b_max, cfg.gemm);
+    s.model->set_params(s.init);
+  }
   s.model->set_train_data(std::move(shard));
-  s.model->set_params(s.init);
+  s.model->enable_graphs(cfg.graph);
   if (root) {
     s.val = DeviceImages(data.train.images.data() + sz.n_fit * D, data.train.labels.data() + sz.n_fit,
                          sz.n_val, D);
@@ -339,7 +371,8 @@ Setup<T> setup(const Config& cfg, const HostData& data) {
 template <class T>
 void print_header(std::FILE* out, const Config& cfg, const HostData& data, const Setup<T>& s) {
   const Sizes& sz = s.rp.sz;
-  std::fprintf(out, "nn_train: data-parallel trainer, %s, %s build, GEMM variant %d (%s)\n",
+  std::fprintf(out, "nn_train: %s, %s, %s build, GEMM variant %d (%s)\n",
+               cfg.strategy == Strategy::Model ? "model-parallel trainer" : "data-parallel trainer",
                std::is_same_v<T, double> ? "double" : "float",
 #ifdef SIM_EMULATOR
                "emulator (SIMT on the CPU, not a GPU)",
@@ -354,7 +387,16 @@ void print_header(std::FILE* out, const Config& cfg, const HostData& data, const
                cfg.hidden, cfg.batch, cfg.epochs, cfg.lr, cfg.reg, (unsigned long long)cfg.seed,
                cfg.shuffle ? "yes" : "no", cfg.load.empty() ? "fresh" : cfg.load.c_str(),
                cfg.config_file.empty() ? "" : " config-file=", cfg.config_file.c_str());
-  std::fprintf(out, "MPI ranks: %d (batch slices of at most %d images on rank 0)\n", comm::size(), s.b_max);
+  if (cfg.strategy == Strategy::Model)
+    std::fprintf(out, "MPI ranks: %d (hidden units split %d..%d per rank; every rank sees the whole batch)\n",
+                 comm::size(), hidden_slice(cfg.hidden, comm::size(), comm::size() - 1).H, s.slice.H);
+  else
+    std::fprintf(out, "MPI ranks: %d (batch slices of at most %d images on rank 0)\n", comm::size(), s.b_max);
+  std::fprintf(out, "communication: %s, %s, MPI on %s memory%s\n", strategy_name(cfg.strategy),
+               cfg.strategy == Strategy::Model ? "scores all-reduced per step"
+               : cfg.overlap && !cfg.profile ? "layer-2 reduction overlapped with the dW1 GEMM"
+                                             : "no overlap",
+               cfg.mpi_device ? "device" : "pinned host", cfg.graph ? ", CUDA Graphs" : "");
   for (const auto& d : s.devices) std::fprintf(out, "  %s\n", d.c_str());
   std::fflush(out);
 }
@@ -401,9 +443,21 @@ TrainResult train_on(const Config& cfg, const HostData& data, std::FILE* out) {
 
   TrainResult res;
   res.n_fit = sz.n_fit; res.n_val = sz.n_val; res.n_test = sz.n_test;
+  const bool mp = cfg.strategy == Strategy::Model;
+  const int D = kInputDim, C = kNumClasses;
+  const ParamLayout full_layout{D, cfg.hidden, C};
   const std::size_t np = model.num_params(), K = plan.num_batches();
-  PinnedBuffer<T> h_grad(np);
+  PinnedBuffer<T> h_grad(mp ? 0 : np), h_scores(mp ? std::size_t(C) * s.b_max : 0);
   const T lr = static_cast<T>(cfg.lr), reg = static_cast<T>(cfg.reg);
+  // Model parallelism: rank 0 evaluates the whole network, put together from the slices.
+  DeviceModel<T>* evaluator = mp ? s.eval_model.get() : &model;
+  const auto full_params = [&]() -> std::vector<T> {  // collective; the result on rank 0
+    const std::vector<T> mine = model.get_params();
+    const std::vector<double> all = comm::gather_to_root(std::vector<double>(mine.begin(), mine.end()));
+    if (!root) return {};
+    const std::vector<double> f = assemble_params(all, D, cfg.hidden, C, p);
+    return std::vector<T>(f.begin(), f.end());
+  };
 
   // --report / --profile: rank 0 times every batch phase by phase with CUDA events
   // (report.h). --profile also lines the device and the ranks up at the phase boundaries,
@@ -415,22 +469,112 @@ TrainResult train_on(const Config& cfg, const HostData& data, std::FILE* out) {
     CUDA_CHECK(cudaDeviceSynchronize());
     if (all_ranks) comm::barrier();
   };
-  constexpr bool split = HasPhaseHook<DeviceModel<T>>;
-  if constexpr (split) model.set_phase_hook([&] {
+  // Under --graph the two passes are one graph: no host code runs between them.
+  constexpr bool has_hook = HasPhaseHook<DeviceModel<T>>;
+  const bool split = has_hook && !cfg.graph;
+  if constexpr (has_hook)
+    if (split && !mp) model.set_phase_hook([&] {
+      boundary(false);
+      timer.mark(Mark::Backward);
+    });
+  const Mark compute = split || mp ? Mark::Forward : Mark::ForwardBackward;
+
+  // Data parallelism's gradient exchange, in two regions: layer 1 [W1 | b1] = [0, n1) and
+  // layer 2 [W2 | b2] = [n1, np). With overlap, layer 2 is copied and its reduction started
+  // while the device still computes dW1; without, the same two reductions run after the
+  // whole backward pass -- the same MPI operations on the same values, so the weights are
+  // bitwise identical either way (tests/trainer/test_strategies.cpp).
+  const std::size_t n1 = full_layout.W2(), n2 = np - n1;
+  const bool overlap = cfg.overlap && !cfg.profile;
+  const auto reduce = [&](T* buf, std::size_t n) -> comm::Request {
+    if (cfg.strategy == Strategy::ParamServer) {
+      NN_RANGE("MPI_Send/MPI_Recv parameter server");
+      comm::ps_sum(buf, n);
+      return {};
+    }
+    NN_RANGE("MPI_Iallreduce");
+    return comm::iallreduce_sum(buf, n);
+  };
+  const auto exchange_gradients = [&] {
+    if (cfg.mpi_device) {  // CUDA-aware MPI reads and writes the gradient buffer itself
+      T* g = model.grads_device();
+      timer.mark(Mark::Allreduce);
+      if (overlap) {
+        model.wait(Stage::Layer2Grads);
+        comm::Request r2 = reduce(g + n1, n2);
+        model.wait(Stage::AllGrads);
+        comm::Request r1 = reduce(g, n1);
+        r2.wait();
+        r1.wait();
+      } else {
+        model.wait(Stage::AllGrads);
+        reduce(g + n1, n2).wait();
+        reduce(g, n1).wait();
+      }
+      return;
+    }
+    T* h = h_grad.get();
+    timer.mark(Mark::D2H);
+    model.queue_download(h, n1, np, Stage::Layer2Grads);
+    model.queue_download(h, 0, n1, Stage::AllGrads);
+    if (overlap) {
+      model.wait_download(Stage::Layer2Grads);
+      timer.mark(Mark::Allreduce);
+      comm::Request r2 = reduce(h + n1, n2);
+      while (!model.download_done(Stage::AllGrads)) r2.test();  // MPI progresses meanwhile
+      comm::Request r1 = reduce(h, n1);
+      r2.wait();
+      r1.wait();
+    } else {
+      model.wait_download(Stage::AllGrads);
+      if (cfg.profile) {
+        timer.mark(Mark::Untimed);
+        boundary(true);  // waiting for the slowest rank: not the allreduce's time
+      }
+      timer.mark(Mark::Allreduce);
+      reduce(h + n1, n2).wait();
+      reduce(h, n1).wait();
+    }
+    timer.mark(Mark::H2D);
+    model.upload_grads(h);
     boundary(false);
-    timer.mark(Mark::Backward);
-  });
-  const Mark compute = split ? Mark::Forward : Mark::ForwardBackward;
+  };
+  // Model parallelism's only exchange: the C x b partial scores, summed over the ranks.
+  const auto exchange_scores = [&](int b) {
+    const std::size_t n = std::size_t(C) * b;
+    if (cfg.mpi_device) {
+      timer.mark(Mark::Allreduce);
+      model.wait(Stage::PartialScores);
+      NN_RANGE("MPI_Allreduce");
+      comm::allreduce_sum(model.scores(), n);
+      return;
+    }
+    timer.mark(Mark::D2H);
+    model.download_scores(h_scores.get(), b);
+    if (cfg.profile) {
+      timer.mark(Mark::Untimed);
+      boundary(true);
+    }
+    timer.mark(Mark::Allreduce);
+    {
+      NN_RANGE("MPI_Allreduce");
+      comm::allreduce_sum(h_scores.get(), n);
+    }
+    timer.mark(Mark::H2D);
+    model.upload_scores(h_scores.get(), b);
+  };
+  double queue_s = 0;  // host time spent queueing the steps' device work (--graph saves it)
+  std::size_t steps = 0;
   const auto t_train = Clock::now();
   {
     NN_RANGE("GPU parallel train");
     for (int e = 0; e < cfg.epochs; ++e) {
       const auto t_epoch = Clock::now();
-      model.set_order(shard_order(plan, r, e));
+      model.set_order(shard_order(plan, mp ? 0 : r, e));
       model.reset_stats();
       for (std::size_t k = 0; k < K; ++k) {
         NN_RANGE("batch iteration");
-        const Part pt = part(plan, r, k);
+        const Part pt = part(plan, mp ? 0 : r, k);
         if (cfg.profile) {
           timer.begin(Mark::Untimed);
           boundary(true);  // every rank starts the batch together, its device idle
@@ -438,29 +582,36 @@ TrainResult train_on(const Config& cfg, const HostData& data, std::FILE* out) {
         } else {
           timer.begin(compute);
         }
-        // inv_B = 1 / c_k, the true global count, so the short last batch is scaled right;
-        // rank 0 alone adds the regulariser (see the top of this file).
-        model.forward_backward(pt.offset, int(pt.count), T(1) / T(plan.batch_count(k)), root, reg);
-        boundary(false);
-        // One rank holds the whole batch's gradient already: the round trip would be a no-op.
-        if (p > 1) {
-          timer.mark(Mark::D2H);
-          model.download_grads(h_grad.get());
-          if (cfg.profile) {
-            timer.mark(Mark::Untimed);
-            boundary(true);  // waiting for the slowest rank: not the allreduce's time
-          }
-          timer.mark(Mark::Allreduce);
-          {
-            NN_RANGE("MPI_Allreduce");
-            comm::allreduce_sum(h_grad.get(), np);
-          }
-          timer.mark(Mark::H2D);
-          model.upload_grads(h_grad.get());
+        // inv_B = 1 / c_k, the true global count, so the short last batch is scaled right.
+        const T inv_B = T(1) / T(plan.batch_count(k));
+        const int b = int(pt.count);
+        auto t_queue = Clock::now();
+        if (mp) {
+          // Every rank: its hidden units' share of the scores (rank 0 adds b2), the sum, then
+          // the backward pass into its own slice (each rank regularises its own weights).
+          model.partial_scores_phase(pt.offset, b, root);
+          queue_s += since(t_queue);
           boundary(false);
+          if (p > 1) exchange_scores(b);
+          timer.mark(Mark::Backward);
+          t_queue = Clock::now();
+          model.model_backward_phase(b, inv_B, reg, root);
+          queue_s += since(t_queue);
+          boundary(false);
+        } else {
+          // Rank 0 alone adds the regulariser (see the top of this file).
+          model.backward_layer2_phase(pt.offset, b, inv_B, root, reg);
+          model.backward_layer1_phase(b, root, reg);
+          queue_s += since(t_queue);
+          boundary(false);
+          // One rank holds the whole batch's gradient already: the round trip would be a no-op.
+          if (p > 1) exchange_gradients();
         }
         timer.mark(Mark::Step);
+        t_queue = Clock::now();
         model.sgd_step(lr);
+        queue_s += since(t_queue);
+        ++steps;
         boundary(false);
         timer.end();
         if (cfg.print_every > 0 && (k + 1) % std::size_t(cfg.print_every) == 0) {
@@ -479,9 +630,15 @@ TrainResult train_on(const Config& cfg, const HostData& data, std::FILE* out) {
       es.epoch = e + 1;
       es.seconds = since(t_epoch);
       es.images_per_s = double(plan.n) / std::max(es.seconds, 1e-9);
-      es.loss = st[0] / double(plan.n) + 0.5 * cfg.reg * model.weight_sq_norm();
+      std::vector<double> wsq{model.weight_sq_norm()};
+      if (mp) comm::sum(wsq);  // each rank holds its own slice's weights
+      es.loss = st[0] / double(plan.n) + 0.5 * cfg.reg * wsq[0];
       es.train_acc = st[1] / double(plan.n);
-      if (root && sz.n_val) es.val_acc = double(model.evaluate(s.val)) / double(sz.n_val);
+      if (mp && sz.n_val) {
+        const std::vector<T> f = full_params();
+        if (root) evaluator->set_params(f);
+      }
+      if (root && sz.n_val) es.val_acc = double(evaluator->evaluate(s.val)) / double(sz.n_val);
       es = comm::broadcast_value(es);  // rank 0's clock and validation for everyone
       res.epochs.push_back(es);
       if (out) {
@@ -497,7 +654,7 @@ TrainResult train_on(const Config& cfg, const HostData& data, std::FILE* out) {
     }
   }
   const double train_s = since(t_train);
-  if constexpr (split) model.set_phase_hook({});
+  if constexpr (has_hook) model.set_phase_hook({});
 
   nlohmann::ordered_json report;  // rank 0, with --report or --profile
   if (timer.active()) {
@@ -526,12 +683,37 @@ TrainResult train_on(const Config& cfg, const HostData& data, std::FILE* out) {
     }
   }
 
+  if (timer.active()) {
+    report["strategy"] = strategy_name(cfg.strategy);
+    report["overlap"] = !mp && overlap;
+    report["mpi_memory"] = cfg.mpi_device ? "device" : "host";
+    report["host_queue_us_per_step"] = steps ? 1e6 * queue_s / double(steps) : 0.0;
+    const auto& g = model.graph_stats();
+    report["graph"] = {{"enabled", cfg.graph}, {"captured", g.captured}, {"nodes", g.nodes},
+                       {"replays", g.replays}, {"eager_runs", g.eager}};
+  }
+  if (out && cfg.graph) {
+    const auto& g = model.graph_stats();
+    std::fprintf(out, "graphs: %zu captured (%zu kernel/copy nodes), %zu replays, %zu eager warm-up runs; "
+                 "host time to queue a step %.1f us (rank 0)\n", g.captured, g.nodes, g.replays, g.eager,
+                 steps ? 1e6 * queue_s / double(steps) : 0.0);
+  }
+
   // ---- results: test precision, checkpoint, verification ----
+  std::vector<T> final_p;
+  if (mp) {  // the whole network, put together on rank 0, for everybody
+    const std::vector<T> f = full_params();
+    std::vector<double> fd(f.begin(), f.end());
+    comm::broadcast(fd);
+    final_p.assign(fd.begin(), fd.end());
+    if (root) evaluator->set_params(final_p);
+  } else {
+    final_p = model.get_params();
+  }
   double prec = 0;
-  if (root && sz.n_test) prec = double(model.evaluate(s.test)) / double(sz.n_test);
+  if (root && sz.n_test) prec = double(evaluator->evaluate(s.test)) / double(sz.n_test);
   res.test_precision = comm::broadcast_value(prec);
-  const std::vector<T> final_p = model.get_params();
-  res.params = unpack(final_p, model.layout());
+  res.params = unpack(final_p, full_layout);
   // Rank 0 alone writes files; on_root keeps every rank in step and shares its verdict.
   on_root([&] {
     const bool write_failed = metrics && (std::ferror(metrics.get()) || std::fclose(metrics.release()) != 0);
@@ -547,7 +729,7 @@ TrainResult train_on(const Config& cfg, const HostData& data, std::FILE* out) {
   });
   if (cfg.verify) {
     VerifyResult v;
-    if (root) v = replay_and_compare<T>(cfg, plan, data.train, s.init, final_p, model.layout());
+    if (root) v = replay_and_compare<T>(cfg, plan, data.train, s.init, final_p, full_layout);
     res.verify = comm::broadcast_value(v);
     if (out)
       std::fprintf(out, "verify: relative error W1 %.3g  b1 %.3g  W2 %.3g  b2 %.3g (tolerance %g) %s\n",
