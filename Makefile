@@ -266,6 +266,9 @@ plots: $(CPU_TRAIN) $(CPU_DIR)/bin/gemm_bench data
 peer: $(CPU_DIR)/bin/ref_bench data $(if $(and $(HAVE_NVCC),$(GPU_VISIBLE)),$(CUDA_TRAIN))
 	CPU_DIR=$(CPU_DIR) CUDA_DIR=$(CUDA_DIR) PYTHON=$(PLOTS_PYTHON) bash bench/peer_compare.sh
 
+# Fragments: the local Slurm cluster test (tests/slurm), and later fuzzing / CLI tests.
+include tests/slurm/slurm.mk
+
 clean:
 	rm -rf $(BUILD)
 
@@ -277,6 +280,7 @@ help:
 	@echo "make bench   GEMM lab (validate + time every variant), emulator speed, loader speed"
 	@echo "make plots   roofline, training curves, GEMM bars, phase breakdown (PNG, build/plots/)"
 	@echo "make peer    our reference vs PyTorch on the same network (and our GPU build vs PyTorch on a GPU)"
+	@echo "make test-slurm  a local one-node Slurm cluster (root): submit slurm/*.sbatch, check COMPLETED"
 	@echo "make setup   check/install dependencies"
 	@echo "make clean   remove $(BUILD)/"
 	@echo "variables: USE_DOUBLE=1 DEBUG=1 SANITIZE=1 CUDA_HOME= CUDA_ARCH='80 90' NP_LIST='1 2'"

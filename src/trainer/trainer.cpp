@@ -62,6 +62,12 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
+std::string shown_number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
 // Runs fn on rank 0. A user error there reaches every rank as the same nn::UserError, so no
 // rank is left waiting in a collective that rank 0 never enters.
 template <class F>
@@ -565,6 +571,28 @@ TrainResult train_on(const Config& cfg, const HostData& data, std::FILE* out) {
   };
   double queue_s = 0;  // host time spent queueing the steps' device work (--graph saves it)
   std::size_t steps = 0;
+
+  // With --save, the weights are saved after every epoch (written to a temporary file and
+  // renamed, checkpoint.cpp), so a job that dies or diverges keeps its last good epoch.
+  int saved_epoch = 0;
+  const auto save_now = [&](int epoch) {
+    const std::vector<T> cur = mp ? full_params() : root ? model.get_params() : std::vector<T>{};
+    on_root([&] { save_checkpoint(cfg.save, unpack(cur, full_layout)); });
+    saved_epoch = epoch;
+  };
+  // A non-finite loss stops the run at the first step that produced one (every rank learns
+  // of it through one small allreduce per step; the loss sum is already on the device).
+  const auto stop_if_diverged = [&](int epoch, std::size_t batch, double loss) {
+    if (comm::all_ok(std::isfinite(loss))) return;
+    const std::string where = batch ? "epoch " + std::to_string(epoch) + ", batch " + std::to_string(batch) + "/" +
+                                          std::to_string(K)
+                                    : "the end of epoch " + std::to_string(epoch) + " (the weights overflowed)";
+    const std::string kept = cfg.save.empty() ? "no --save was given"
+                       : saved_epoch > 0 ? cfg.save + " keeps the weights after epoch " + std::to_string(saved_epoch)
+                                         : "nothing was saved to " + cfg.save + " (no epoch finished)";
+    throw Diverged("non-finite loss at " + where + " (lr " + shown_number(cfg.lr) +
+                   " too large?); training stopped; " + kept);
+  };
   const auto t_train = Clock::now();
   {
     NN_RANGE("GPU parallel train");
@@ -612,6 +640,12 @@ TrainResult train_on(const Config& cfg, const HostData& data, std::FILE* out) {
         model.sgd_step(lr);
         queue_s += since(t_queue);
         ++steps;
+        {
+          double loss_sum = 0;
+          std::uint64_t hits = 0;
+          model.read_stats(loss_sum, hits);  // this epoch's sum so far: NaN/inf stays
+          stop_if_diverged(e + 1, k + 1, loss_sum);
+        }
         boundary(false);
         timer.end();
         if (cfg.print_every > 0 && (k + 1) % std::size_t(cfg.print_every) == 0) {
@@ -640,6 +674,7 @@ TrainResult train_on(const Config& cfg, const HostData& data, std::FILE* out) {
       }
       if (root && sz.n_val) es.val_acc = double(evaluator->evaluate(s.val)) / double(sz.n_val);
       es = comm::broadcast_value(es);  // rank 0's clock and validation for everyone
+      stop_if_diverged(e + 1, 0, es.loss);  // the weights themselves overflowed
       res.epochs.push_back(es);
       if (out) {
         std::fprintf(out, "epoch %3d  loss %.5f  train acc %.4f  val acc %.4f  %.2f s  %.0f images/s\n",
@@ -651,6 +686,7 @@ TrainResult train_on(const Config& cfg, const HostData& data, std::FILE* out) {
                      es.val_acc, es.seconds, es.images_per_s);
         std::fflush(metrics.get());
       }
+      if (!cfg.save.empty() && e + 1 < cfg.epochs) save_now(e + 1);  // the last one: below
     }
   }
   const double train_s = since(t_train);
@@ -772,6 +808,9 @@ int run_training(const Config& cfg, std::FILE* out) {
       std::fflush(out);
     }
     return res.verify.ok() ? kExitOk : kExitVerifyFailed;
+  } catch (const Diverged& e) {
+    if (root) std::fprintf(stderr, "error: %s\n", e.what());
+    return kExitDiverged;
   } catch (const UserError& e) {
     // Thrown on every rank alike (on_root / all_ranks_ok / validate): one line, from rank 0.
     if (root) std::fprintf(stderr, "error: %s\n", e.what());

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitUserError = 1;     // bad file, bad option, ... (one line on rank 0)
 inline constexpr int kExitVerifyFailed = 3;  // --verify found the reference too far away
 inline constexpr int kExitInternal = 4;      // internal fault (CUDA, MPI): the job is aborted
+inline constexpr int kExitDiverged = 5;      // a non-finite loss stopped the training
 // (2, bad options, is main's: src/main.cpp.)
 
 // The whole nn_train run after MPI init and option parsing: load (rank 0), scatter, train,
@@ -56,6 +58,12 @@ struct VerifyResult {
   double W1 = 0, b1 = 0, W2 = 0, b2 = 0;
   double tolerance = 0;
   bool ok() const { return !ran || (W1 <= tolerance && b1 <= tolerance && W2 <= tolerance && b2 <= tolerance); }
+};
+
+// Thrown on every rank alike when a step's loss is not finite: what() names the epoch and
+// the batch, and what --save holds (the weights after the last finished epoch, if any).
+struct Diverged : std::runtime_error {
+  using std::runtime_error::runtime_error;
 };
 
 // Everything below holds the same values on every rank.

@@ -4,6 +4,10 @@
 // identical weights; the model-parallel slicing round-trips. Collective, like test_train.cpp.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -177,6 +181,56 @@ TEST(Strategies, SlicesAssembleBackIntoTheSameParameters) {
   const std::vector<double> s0 = slice_params(full, D, H, C, hidden_slice(H, 2, 0));
   EXPECT_EQ(s0[1], full[1]);
   EXPECT_EQ(s0[3], full[5]);  // column 1 of the 3-row slice starts at W1(0, 1) = full[H]
+}
+
+}  // namespace
+}  // namespace nn::train
+
+namespace nn::train {
+namespace {
+
+// Issue 8: a diverging run stops at its first non-finite step, names it, and leaves the
+// checkpoint of an earlier good run untouched.
+TEST(Faults, NonFiniteLossStopsTrainingAndKeepsTheLastGoodCheckpoint) {
+  const std::string path = testing::TempDir() + "nn_diverge_" + std::to_string(::getpid() - comm::rank()) + ".ck";
+  const HostData d = make_data(60, 20);
+  Config good = small_config(6, 7, 1);
+  good.verify = false;
+  good.save = path;
+  const auto ok = train_on<float>(good, d, nullptr);
+  const Checkpoint before = load_checkpoint(path);
+  for (Strategy st : kAll) {
+    SCOPED_TRACE(strategy_name(st));
+    Config bad = good;
+    bad.strategy = st;
+    bad.lr = 1e6;
+    bad.epochs = 3;
+    try {
+      train_on<float>(bad, d, nullptr);
+      ADD_FAILURE() << "lr 1e6 trained to the end";
+    } catch (const Diverged& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("non-finite loss at "), std::string::npos) << m;
+      EXPECT_NE(m.find("epoch "), std::string::npos) << m;
+      comm::barrier();
+      const Checkpoint after = load_checkpoint(path);
+      if (m.find("nothing was saved to " + path) != std::string::npos) {
+        EXPECT_EQ(after.W1, before.W1);  // the good run's weights, untouched
+        EXPECT_EQ(after.b2, before.b2);
+      } else {
+        // An epoch finished with a finite loss first: its weights are the last good ones.
+        EXPECT_NE(m.find(path + " keeps the weights after epoch "), std::string::npos) << m;
+        for (double w : after.W1) ASSERT_TRUE(std::isfinite(w));
+        for (double w : after.W2) ASSERT_TRUE(std::isfinite(w));
+      }
+    }
+    comm::barrier();
+    if (comm::rank() == 0) save_checkpoint(path, before);
+    comm::barrier();
+  }
+  EXPECT_EQ(before.W1, ok.params.W1);
+  comm::barrier();
+  if (comm::rank() == 0) std::remove(path.c_str());
 }
 
 }  // namespace

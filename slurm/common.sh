@@ -1,0 +1,113 @@
+# shellcheck shell=bash
+# Shared by the slurm/*.sbatch scripts (sourced, never run on its own): finds the
+# repository, picks the build, and launches MPI ranks with srun or mpirun.
+#
+# Environment (all optional; the scripts' headers repeat what applies to them):
+#   NN_ROOT       repository root (default: the directory sbatch was run from,
+#                 $SLURM_SUBMIT_DIR, else the parent of slurm/)
+#   NN_BUILD      cpu | cuda: the emulator build (build/cpu) or the CUDA build
+#                 (build/cuda). Default: cuda when `nvidia-smi -L` sees a GPU on the node
+#                 and build/cuda/bin/nn_train exists, else cpu.
+#   LAUNCHER      srun | mpirun. Default: srun inside a Slurm job, mpirun outside.
+#   SRUN_MPI      srun --mpi=PLUGIN. Default: pmix when `srun --mpi=list` offers it (Open MPI
+#                 4.x as packaged by Debian/Ubuntu starts under srun only through PMIx;
+#                 --mpi=pmi2 fails in MPI_Init), else nothing (the site's MpiDefault).
+#   SRUN_FLAGS    extra srun options, split on spaces
+#   MPIRUN        mpirun command (default mpirun); MPIRUN_FLAGS extra options, split on
+#                 spaces. Outside a Slurm job --oversubscribe is added (Open MPI) when more
+#                 ranks than cores are asked for.
+# As root, Open MPI's mpirun needs OMPI_ALLOW_RUN_AS_ROOT{,_CONFIRM}=1: set here.
+
+nn_die() {
+  echo "${NN_SCRIPT:-slurm}: error: $*" >&2
+  exit 1
+}
+
+nn_log() {
+  echo "${NN_SCRIPT:-slurm}: $*"
+}
+
+# The calling script has set NN_ROOT (see its source line) and sourced this file from it.
+nn_cd_root() {
+  cd "$NN_ROOT" || nn_die "NN_ROOT=$NN_ROOT: no such directory"
+  NN_ROOT=$(pwd)
+  export NN_ROOT
+}
+
+nn_gpu_visible() {
+  command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1
+}
+
+# Sets NN_BUILD (cpu|cuda) unless given; an explicit choice is never overridden.
+nn_pick_build() {
+  if [ -z "${NN_BUILD:-}" ]; then
+    if nn_gpu_visible && [ -x build/cuda/bin/nn_train ]; then
+      NN_BUILD=cuda
+    else
+      NN_BUILD=cpu
+      if nn_gpu_visible; then
+        nn_log "note: a GPU is visible but build/cuda/bin/nn_train is missing (make cuda): emulator build"
+      fi
+    fi
+  fi
+  case $NN_BUILD in
+    cpu | cuda) ;;
+    *) nn_die "NN_BUILD must be cpu or cuda (got '$NN_BUILD')" ;;
+  esac
+  export NN_BUILD
+}
+
+# Sets LAUNCHER and the launcher's flags; exports what Open MPI needs as root.
+nn_pick_launcher() {
+  if [ -z "${LAUNCHER:-}" ]; then
+    if [ -n "${SLURM_JOB_ID:-}" ] && command -v srun >/dev/null 2>&1; then
+      LAUNCHER=srun
+    else
+      LAUNCHER=mpirun
+    fi
+  fi
+  case $LAUNCHER in
+    srun)
+      command -v srun >/dev/null 2>&1 || nn_die "LAUNCHER=srun but srun is not on PATH"
+      [ -n "${SLURM_JOB_ID:-}" ] || nn_die "LAUNCHER=srun outside a Slurm job: submit with sbatch, or LAUNCHER=mpirun"
+      if [ -z "${SRUN_MPI+set}" ]; then
+        if srun --mpi=list 2>&1 | grep -qw pmix; then SRUN_MPI=pmix; else SRUN_MPI=; fi
+      fi
+      ;;
+    mpirun)
+      MPIRUN=${MPIRUN:-mpirun}
+      command -v "$MPIRUN" >/dev/null 2>&1 || nn_die "LAUNCHER=mpirun but $MPIRUN is not on PATH (module load openmpi?)"
+      ;;
+    *) nn_die "LAUNCHER must be srun or mpirun (got '$LAUNCHER')" ;;
+  esac
+  export LAUNCHER
+  if [ "$(id -u)" = 0 ]; then
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  fi
+}
+
+# nn_launch NP PROGRAM [ARGS...]: NP ranks of PROGRAM with the chosen launcher.
+nn_launch() {
+  local np=$1
+  shift
+  local -a flags=()
+  if [ -n "${SLURM_NTASKS:-}" ] && [ "$np" -gt "$SLURM_NTASKS" ]; then
+    nn_die "$np ranks asked for, but the job has $SLURM_NTASKS tasks: submit with --ntasks=$np"
+  fi
+  if [ "$LAUNCHER" = srun ]; then
+    [ -n "${SRUN_MPI:-}" ] && flags+=("--mpi=$SRUN_MPI")
+    # shellcheck disable=SC2206  # SRUN_FLAGS is a list of options, split on purpose
+    flags+=(${SRUN_FLAGS:-})
+    echo "+ srun --ntasks=$np${flags[*]:+ ${flags[*]}} $*"
+    srun --ntasks="$np" "${flags[@]}" "$@"
+  else
+    # shellcheck disable=SC2206  # MPIRUN_FLAGS is a list of options, split on purpose
+    flags+=(${MPIRUN_FLAGS:-})
+    if [ -z "${SLURM_JOB_ID:-}" ] && [ "$np" -gt "$(nproc 2>/dev/null || echo 1)" ] &&
+      "$MPIRUN" --version 2>&1 | grep -q 'Open MPI'; then
+      flags+=(--oversubscribe)
+    fi
+    echo "+ $MPIRUN -np $np${flags[*]:+ ${flags[*]}} $*"
+    "$MPIRUN" -np "$np" "${flags[@]}" "$@"
+  fi
+}
