@@ -1,0 +1,30 @@
+# End-to-end tests of nn_train's failure paths (issue 8), included by the Makefile:
+#   tests/cli/bad_input.sh  corrupt IDX files, bad option values, bad checkpoints, unwritable
+#                           output paths, each at 1 and 3 ranks: one `error:` line, the
+#                           documented exit status, no crash, no hang, nothing trained
+#   tests/cli/kill_rank.sh  SIGKILL of one rank mid-training (2 and 3 ranks, rank 0 and
+#                           another): mpirun exits non-zero within 10 s, no rank left behind
+# Uses the Makefile's CPU_TRAIN, MPI_ENV, MPIRUN, MPIRUN_FLAGS. About 2 minutes on a
+# 2-core machine. Ends with `cli: N passed, M failed`; fails if M > 0.
+CLI_TEST_DIR := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
+CLI_DATA ?= data/current
+
+.PHONY: test-cli
+test-cli: cpu data
+	@echo "== $(CLI_TEST_DIR)/bad_input.sh and kill_rank.sh: nn_train on bad input (1 and 3 ranks), a rank killed mid-training =="
+	@out=$$(mktemp); passed=0; failed=0; \
+	for script in bad_input kill_rank; do \
+	  if [ $$script = kill_rank ]; then extra="$(CLI_DATA)"; else extra=; fi; \
+	  $(MPI_ENV) $(if $(filter 1,$(SANITIZE)),ASAN_OPTIONS=detect_leaks=0) SIM_WORKERS=$${SIM_WORKERS:-1} \
+	    MPIRUN="$(MPIRUN)" MPIRUN_FLAGS="$(MPIRUN_FLAGS)" \
+	    bash $(CLI_TEST_DIR)/$$script.sh $(CPU_TRAIN) $$extra 2>&1 | tee "$$out"; \
+	  summary=$$(sed -n "s/^$$script: \([0-9][0-9]*\) passed, \([0-9][0-9]*\) failed.*/\1 \2/p" "$$out" | tail -n 1); \
+	  if [ -z "$$summary" ]; then \
+	    echo "FAIL $$script.sh ended without its summary line"; failed=$$((failed + 1)); \
+	  else \
+	    set -- $$summary; passed=$$((passed + $$1)); failed=$$((failed + $$2)); \
+	  fi; \
+	done; \
+	rm -f "$$out"; \
+	echo "cli: $$passed passed, $$failed failed"; \
+	[ $$failed -eq 0 ]
