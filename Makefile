@@ -270,6 +270,7 @@ peer: $(CPU_DIR)/bin/ref_bench data $(if $(and $(HAVE_NVCC),$(GPU_VISIBLE)),$(CU
 # Fragments: the local Slurm cluster test (tests/slurm), and later fuzzing / CLI tests.
 include tests/slurm/slurm.mk
 include tests/cli/cli.mk
+include bench/scaling.mk
 
 clean:
 	rm -rf $(BUILD)
@@ -282,6 +283,7 @@ help:
 	@echo "make bench   GEMM lab (validate + time every variant), emulator speed, loader speed"
 	@echo "make plots   roofline, training curves, GEMM bars, phase breakdown (PNG, build/plots/)"
 	@echo "make peer    our reference vs PyTorch on the same network (and our GPU build vs PyTorch on a GPU)"
+	@echo "make scaling strong/weak scaling x strategies + variant ratios (CSV, PNG in build/scaling/)"
 	@echo "make test-cli    bad input (every corrupt IDX class, bad options, bad checkpoints) and a killed rank, end to end"
 	@echo "make test-slurm  a local one-node Slurm cluster (root): submit slurm/*.sbatch, check COMPLETED"
 	@echo "make setup   check/install dependencies"
