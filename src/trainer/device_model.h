@@ -132,7 +132,8 @@ class DeviceModel {
 
  private:
   void forward(const std::uint8_t* images, const std::uint32_t* idx, int b, bool bias2 = true);
-  void stage_batch(std::size_t offset, int b);  // the batch's indices and labels, stable addresses
+  void stage_batch(std::size_t offset, int b);
+  void forward_and_loss(int b, T inv_B);  // labels, forward pass, softmax + CE + dZ2  // the batch's indices and labels, stable addresses
   void layer2_grads(int b, bool with_reg, T reg);
   void layer1_grads(int b, bool with_reg, T reg);
   // Runs fn on the stream, or captures and replays it under --graph (key: the phase and
