@@ -192,7 +192,8 @@ namespace {
 // Issue 8: a diverging run stops at its first non-finite step, names it, and leaves the
 // checkpoint of an earlier good run untouched.
 TEST(Faults, NonFiniteLossStopsTrainingAndKeepsTheLastGoodCheckpoint) {
-  const std::string path = testing::TempDir() + "nn_diverge_" + std::to_string(::getpid() - comm::rank()) + ".ck";
+  // Rank 0 names the file (the ranks' pids say nothing about each other).
+  const std::string path = comm::broadcast(testing::TempDir() + "nn_diverge_" + std::to_string(::getpid()) + ".ck");
   const HostData d = make_data(60, 20);
   Config good = small_config(6, 7, 1);
   good.verify = false;
