@@ -267,8 +267,9 @@ plots: $(CPU_TRAIN) $(CPU_DIR)/bin/gemm_bench data
 peer: $(CPU_DIR)/bin/ref_bench data $(if $(and $(HAVE_NVCC),$(GPU_VISIBLE)),$(CUDA_TRAIN))
 	CPU_DIR=$(CPU_DIR) CUDA_DIR=$(CUDA_DIR) PYTHON=$(PLOTS_PYTHON) bash bench/peer_compare.sh
 
-# Fragments: the local Slurm cluster test (tests/slurm), and later fuzzing / CLI tests.
+# Fragments: the local Slurm cluster test, CLI bad-input tests, fuzzing, the scaling study.
 include tests/slurm/slurm.mk
+include tests/fuzz/fuzz.mk
 include tests/cli/cli.mk
 include bench/scaling.mk
 
@@ -286,6 +287,7 @@ help:
 	@echo "make scaling strong/weak scaling x strategies + variant ratios (CSV, PNG in build/scaling/)"
 	@echo "make test-cli    bad input (every corrupt IDX class, bad options, bad checkpoints) and a killed rank, end to end"
 	@echo "make test-slurm  a local one-node Slurm cluster (root): submit slurm/*.sbatch, check COMPLETED"
+	@echo "make fuzz    libFuzzer on the IDX parser and checkpoint reader, FUZZ_SECONDS=60 each (clang)"
 	@echo "make setup   check/install dependencies"
 	@echo "make clean   remove $(BUILD)/"
 	@echo "variables: USE_DOUBLE=1 DEBUG=1 SANITIZE=1 CUDA_HOME= CUDA_ARCH='80 90' NP_LIST='1 2'"

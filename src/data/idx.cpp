@@ -1,6 +1,7 @@
 // IDX loader implementation: gzip is detected by content and inflated in one pass straight into
 // the final buffer, whose size comes from the (validated) header; raw files are read with pread.
-// Tested by tests/data/test_idx.cpp; timed against zcat by bench/idx_load_vs_zcat.sh.
+// Tested by tests/data/test_idx.cpp, fuzzed by tests/fuzz/targets/fuzz_idx.cpp (`make fuzz`); timed
+// against zcat by bench/idx_load_vs_zcat.sh.
 #include "data/idx.h"
 
 #include <fcntl.h>
@@ -52,9 +53,24 @@ struct Fd {  // a member, so the descriptor closes even when File's constructor 
   ~Fd() { if (v >= 0) ::close(v); }
 };
 
-class File {
+// Where the undecoded bytes come from: a file (the loaders) or a caller's buffer (the
+// parse_* entry points, used by the fuzz targets); everything above this is shared.
+class Source {
  public:
-  explicit File(const std::string& path) : path_(path) {
+  virtual ~Source() = default;
+  virtual std::uint64_t size() const = 0;
+  // Short only at end of data.
+  virtual std::size_t pread_upto(void* dst, std::size_t n, std::uint64_t offset) const = 0;
+  const std::string& path() const { return path_; }
+
+ protected:
+  explicit Source(const std::string& path) : path_(path) {}
+  std::string path_;
+};
+
+class File final : public Source {
+ public:
+  explicit File(const std::string& path) : Source(path) {
     fd_.v = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd_.v < 0) fail(path, std::string("cannot open: ") + std::strerror(errno));
     struct stat st {};
@@ -63,10 +79,8 @@ class File {
     if (!S_ISREG(st.st_mode)) fail(path, "cannot open: not a regular file");
     size_ = static_cast<std::uint64_t>(st.st_size);
   }
-  std::uint64_t size() const { return size_; }
-  const std::string& path() const { return path_; }
-  // Short only at end of file.
-  std::size_t pread_upto(void* dst, std::size_t n, std::uint64_t offset) const {
+  std::uint64_t size() const override { return size_; }
+  std::size_t pread_upto(void* dst, std::size_t n, std::uint64_t offset) const override {
     std::size_t done = 0;
     while (done < n) {
       ssize_t r = ::pread(fd_.v, static_cast<char*>(dst) + done, std::min(n - done, kChunk),
@@ -80,9 +94,25 @@ class File {
   }
 
  private:
-  std::string path_;
   Fd fd_;
   std::uint64_t size_ = 0;
+};
+
+class Memory final : public Source {
+ public:
+  Memory(const std::uint8_t* data, std::size_t n, const std::string& name)
+      : Source(name), data_(data), n_(n) {}
+  std::uint64_t size() const override { return n_; }
+  std::size_t pread_upto(void* dst, std::size_t n, std::uint64_t offset) const override {
+    if (offset >= n_) return 0;
+    const std::size_t k = std::min<std::uint64_t>(n, n_ - offset);
+    if (k > 0) std::memcpy(dst, data_ + offset, k);
+    return k;
+  }
+
+ private:
+  const std::uint8_t* data_;
+  std::size_t n_;
 };
 
 // The decoded IDX byte stream, whether it comes from a raw or a gzip file.
@@ -98,7 +128,7 @@ class Stream {
 
 class RawStream final : public Stream {
  public:
-  explicit RawStream(const File& f) : f_(f) {}
+  explicit RawStream(const Source& f) : f_(f) {}
   std::size_t read(std::uint8_t* dst, std::size_t n) override {
     std::size_t got = f_.pread_upto(dst, n, pos_);
     pos_ += got;
@@ -110,13 +140,13 @@ class RawStream final : public Stream {
   bool size_known() const override { return true; }
 
  private:
-  const File& f_;
+  const Source& f_;
   std::uint64_t pos_ = 0;
 };
 
 class GzipStream final : public Stream {
  public:
-  explicit GzipStream(const File& f) : path_(f.path()), size_(f.size()) {
+  explicit GzipStream(const Source& f) : path_(f.path()), size_(f.size()) {
     buf_.reset(new (std::nothrow) std::uint8_t[size_]);
     if (!buf_) fail(path_, "out of memory reading " + num(size_) + " bytes");
     if (f.pread_upto(buf_.get(), size_, 0) != size_) fail(path_, "file shrank while being read");
@@ -195,7 +225,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-std::unique_ptr<Stream> open_stream(const File& f) {
+std::unique_ptr<Stream> open_stream(const Source& f) {
   if (f.size() == 0) fail(f.path(), "file is empty");
   std::uint8_t m[2] = {0, 0};
   const std::size_t n = f.pread_upto(m, 2, 0);
@@ -286,11 +316,9 @@ std::vector<std::uint8_t> read_payload(Stream& s, const std::string& path, std::
   return data;
 }
 
-}  // namespace
-
-Images load_images(const std::string& path, std::size_t expected_dim) {
-  File f(path);
-  auto s = open_stream(f);
+Images images_from(const Source& src, std::size_t expected_dim) {
+  const std::string& path = src.path();
+  auto s = open_stream(src);
   const auto d = read_header(*s, path, kImagesMagic);
   const std::uint64_t count = d[0], rows = d[1], cols = d[2];
   check_count(path, count, "image");
@@ -311,9 +339,9 @@ Images load_images(const std::string& path, std::size_t expected_dim) {
   return img;
 }
 
-std::vector<std::uint8_t> load_labels(const std::string& path) {
-  File f(path);
-  auto s = open_stream(f);
+std::vector<std::uint8_t> labels_from(const Source& src) {
+  const std::string& path = src.path();
+  auto s = open_stream(src);
   const std::uint64_t count = read_header(*s, path, kLabelsMagic)[0];
   check_count(path, count, "label");
   auto labels = read_payload(*s, path, 8, count);
@@ -322,6 +350,23 @@ std::vector<std::uint8_t> load_labels(const std::string& path) {
     fail(path, "label " + num(*bad) + " at index " + num(static_cast<std::uint64_t>(bad - labels.begin())) +
                    " is out of range 0..9");
   return labels;
+}
+
+}  // namespace
+
+Images load_images(const std::string& path, std::size_t expected_dim) {
+  return images_from(File(path), expected_dim);
+}
+
+std::vector<std::uint8_t> load_labels(const std::string& path) { return labels_from(File(path)); }
+
+Images parse_images(const std::uint8_t* data, std::size_t n, const std::string& name,
+                    std::size_t expected_dim) {
+  return images_from(Memory(data, n, name), expected_dim);
+}
+
+std::vector<std::uint8_t> parse_labels(const std::uint8_t* data, std::size_t n, const std::string& name) {
+  return labels_from(Memory(data, n, name));
 }
 
 Dataset load_dataset(const std::string& images_path, const std::string& labels_path,

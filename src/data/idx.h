@@ -1,6 +1,7 @@
 // MNIST-style IDX loader: images (u8, count x rows x cols) and labels (u8, 0..9), raw or gzip.
 // Every malformed input ends in one IdxError whose what() is "<path>: <problem>" on one line.
-// Tested by tests/data/test_idx.cpp; speed compared with zcat by bench/idx_load_vs_zcat.sh.
+// Tested by tests/data/test_idx.cpp, fuzzed by tests/fuzz/targets/fuzz_idx.cpp (`make fuzz`); speed
+// compared with zcat by bench/idx_load_vs_zcat.sh.
 #pragma once
 
 #include <cstddef>
@@ -27,6 +28,14 @@ struct Images {
 // expected_dim == 0 accepts any image size.
 Images load_images(const std::string& path, std::size_t expected_dim);
 std::vector<std::uint8_t> load_labels(const std::string& path);
+
+// The same parsers on bytes already in memory (raw or gzip, decided by content as for a
+// file); `name` stands in for the path in error messages (a name ending in ".gz" must hold
+// gzip data, as for a file). The loaders above are these plus file I/O, so the fuzz targets
+// (tests/fuzz/) exercise the code the trainer runs.
+Images parse_images(const std::uint8_t* data, std::size_t n, const std::string& name,
+                    std::size_t expected_dim);
+std::vector<std::uint8_t> parse_labels(const std::uint8_t* data, std::size_t n, const std::string& name);
 
 struct Dataset {
   Images images;

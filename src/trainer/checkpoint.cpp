@@ -1,6 +1,7 @@
 // Checkpoint files (format: docs/checkpoint.md): a 32-byte little-endian header, the four
 // tensors column-major, a CRC32 trailer. Saved through a temp file + fsync + rename;
-// loaded with every field checked before any allocation. Tests: tests/trainer/test_checkpoint.cpp.
+// loaded with every field checked before any allocation. Tests: tests/trainer/test_checkpoint.cpp;
+// fuzzed through decode_checkpoint by tests/fuzz/targets/fuzz_checkpoint.cpp (`make fuzz`).
 #include "trainer/checkpoint.h"
 
 #include <fcntl.h>
@@ -63,16 +64,25 @@ bool layout(std::uint64_t D, std::uint64_t H, std::uint64_t C, std::uint64_t pre
 
 std::string errno_text(int err) { return std::strerror(err); }
 
+// Set only by tests (set_checkpoint_write_hook); called after every write() of a save.
+CheckpointWriteHook g_write_hook = nullptr;
+
+// One write() call never asks for more than this, so a save of a large checkpoint is
+// several calls and the test hook can stop it between two of them.
+constexpr std::size_t kWriteChunk = std::size_t{1} << 20;
+
 // Writes all of `b` to `fd`, retrying short writes and EINTR; false with errno set on error.
-bool write_all(int fd, const Bytes& b) {
+bool write_all(int fd, const Bytes& b, const std::string& tmp) {
   std::size_t done = 0;
   while (done < b.size()) {
-    const ssize_t n = ::write(fd, b.data() + done, b.size() - done);
+    const std::size_t want = b.size() - done < kWriteChunk ? b.size() - done : kWriteChunk;
+    const ssize_t n = ::write(fd, b.data() + done, want);
     if (n < 0) {
       if (errno == EINTR) continue;
       return false;
     }
     done += static_cast<std::size_t>(n);
+    if (g_write_hook) g_write_hook(tmp, done, b.size());
   }
   return true;
 }
@@ -94,7 +104,9 @@ bool read_all(int fd, unsigned char* p, std::size_t n) {
   return true;
 }
 
-Bytes encode(const Checkpoint& ck) {
+}  // namespace
+
+std::vector<unsigned char> encode_checkpoint(const Checkpoint& ck) {
   if (ck.D <= 0 || ck.H <= 0 || ck.C <= 0)
     throw std::invalid_argument("save_checkpoint: D, H and C must be positive");
   const std::size_t D = static_cast<std::size_t>(ck.D), H = static_cast<std::size_t>(ck.H),
@@ -135,6 +147,8 @@ Bytes encode(const Checkpoint& ck) {
   return b;
 }
 
+namespace {
+
 [[noreturn]] void fail_write(const std::string& path, int err) {
   throw UserError(path + ": cannot write checkpoint: " + errno_text(err));
 }
@@ -142,7 +156,7 @@ Bytes encode(const Checkpoint& ck) {
 }  // namespace
 
 void save_checkpoint(const std::string& path, const Checkpoint& ck) {
-  const Bytes bytes = encode(ck);
+  const Bytes bytes = encode_checkpoint(ck);
   // Same directory as the target, so rename() is atomic (same file system). mkstemp's
   // unique name keeps concurrent savers apart, and a stale temp file left by a killed run
   // (pids are reused, e.g. in containers) cannot block a later save.
@@ -154,7 +168,7 @@ void save_checkpoint(const std::string& path, const Checkpoint& ck) {
   ::umask(mask);
   ::fchmod(fd, 0666 & ~mask);
   int err = 0;
-  if (!write_all(fd, bytes) || ::fsync(fd) != 0) err = errno;
+  if (!write_all(fd, bytes, tmp) || ::fsync(fd) != 0) err = errno;
   if (::close(fd) != 0 && err == 0) err = errno;  // NFS reports write errors at close
   if (err == 0 && ::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
   if (err != 0) {
@@ -171,73 +185,67 @@ void save_checkpoint(const std::string& path, const Checkpoint& ck) {
   }
 }
 
-Checkpoint load_checkpoint(const std::string& path) {
-  const auto fail = [&](const std::string& what) -> UserError {
-    return UserError(path + ": " + what);
-  };
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw fail("cannot read checkpoint: " + errno_text(errno));
-  struct FdCloser {
-    int fd;
-    ~FdCloser() { ::close(fd); }
-  } closer{fd};
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) throw fail("cannot read checkpoint: " + errno_text(errno));
-  if (S_ISDIR(st.st_mode)) throw fail("cannot read checkpoint: is a directory");
-  if (!S_ISREG(st.st_mode)) throw fail("cannot read checkpoint: not a regular file");
-  const auto size = static_cast<std::uint64_t>(st.st_size);
+namespace {
 
-  unsigned char h[kHeaderBytes];
-  const std::size_t head = size < kHeaderBytes ? static_cast<std::size_t>(size) : kHeaderBytes;
-  if (!read_all(fd, h, head)) throw fail("cannot read checkpoint: " + errno_text(errno));
-  if (head < sizeof kMagic || std::memcmp(h, kMagic, sizeof kMagic) != 0)
-    throw fail("not a checkpoint file (bad magic)");
+struct Layout {
+  std::uint64_t D = 0, H = 0, C = 0, precision = 0;
+  std::uint64_t bytes = 0;  // the whole file: header, tensors, CRC
+};
+
+[[noreturn]] void fail_read(const std::string& path, const std::string& what) {
+  throw UserError(path + ": " + what);
+}
+
+// Validates the header against the input's total size. `head` holds the first
+// min(size, 32) bytes. Everything is checked here, before the caller allocates anything,
+// so a corrupt size cannot ask for more memory than the input itself occupies.
+Layout check_header(const std::string& path, const unsigned char* head, std::uint64_t size) {
+  const auto fail = [&](const std::string& what) { fail_read(path, what); };
+  if (size < sizeof kMagic || std::memcmp(head, kMagic, sizeof kMagic) != 0)
+    fail("not a checkpoint file (bad magic)");
   if (size < kHeaderBytes)
-    throw fail("truncated (" + std::to_string(size) + " bytes, shorter than the " +
-               std::to_string(kHeaderBytes) + "-byte header)");
-  const auto version = static_cast<std::uint32_t>(get_le(h + 8, 4));
+    fail("truncated (" + std::to_string(size) + " bytes, shorter than the " +
+         std::to_string(kHeaderBytes) + "-byte header)");
+  const auto version = static_cast<std::uint32_t>(get_le(head + 8, 4));
   if (version != kVersion)
-    throw fail("unsupported checkpoint version " + std::to_string(version) +
-               " (this build reads version " + std::to_string(kVersion) + ")");
-  const auto precision = get_le(h + 12, 4);
-  if (precision != 4 && precision != 8)
-    throw fail("corrupt header: precision " + std::to_string(precision) +
-               " (expected 4 or 8 bytes per value)");
-  const std::uint64_t D = get_le(h + 16, 4), H = get_le(h + 20, 4), C = get_le(h + 24, 4);
+    fail("unsupported checkpoint version " + std::to_string(version) + " (this build reads version " +
+         std::to_string(kVersion) + ")");
+  Layout l;
+  l.precision = get_le(head + 12, 4);
+  if (l.precision != 4 && l.precision != 8)
+    fail("corrupt header: precision " + std::to_string(l.precision) + " (expected 4 or 8 bytes per value)");
+  l.D = get_le(head + 16, 4), l.H = get_le(head + 20, 4), l.C = get_le(head + 24, 4);
   const std::string dims =
-      "D=" + std::to_string(D) + " H=" + std::to_string(H) + " C=" + std::to_string(C);
-  if (D == 0 || H == 0 || C == 0) throw fail("corrupt header: zero size (" + dims + ")");
-  std::uint64_t values = 0, expected = 0;
-  if (D > INT_MAX || H > INT_MAX || C > INT_MAX || !layout(D, H, C, precision, values, expected))
-    throw fail("corrupt header: implausible sizes (" + dims + ")");
-  if (get_le(h + 28, 4) != 0) throw fail("corrupt header: reserved field is not zero");
-  // The length check comes before any allocation, so a corrupt size cannot ask for more
-  // memory than the file itself occupies.
-  if (size < expected)
-    throw fail("truncated (" + std::to_string(size) + " bytes; its header (" + dims +
-               ", precision " + std::to_string(precision) + ") needs " + std::to_string(expected) +
-               ")");
-  if (size > expected)
-    throw fail(std::to_string(size - expected) + " trailing bytes after the checkpoint (" + dims +
-               " needs " + std::to_string(expected) + " bytes)");
+      "D=" + std::to_string(l.D) + " H=" + std::to_string(l.H) + " C=" + std::to_string(l.C);
+  if (l.D == 0 || l.H == 0 || l.C == 0) fail("corrupt header: zero size (" + dims + ")");
+  std::uint64_t values = 0;
+  if (l.D > INT_MAX || l.H > INT_MAX || l.C > INT_MAX || !layout(l.D, l.H, l.C, l.precision, values, l.bytes))
+    fail("corrupt header: implausible sizes (" + dims + ")");
+  if (get_le(head + 28, 4) != 0) fail("corrupt header: reserved field is not zero");
+  if (size < l.bytes)
+    fail("truncated (" + std::to_string(size) + " bytes; its header (" + dims + ", precision " +
+         std::to_string(l.precision) + ") needs " + std::to_string(l.bytes) + ")");
+  if (size > l.bytes)
+    fail(std::to_string(size - l.bytes) + " trailing bytes after the checkpoint (" + dims + " needs " +
+         std::to_string(l.bytes) + " bytes)");
+  return l;
+}
 
-  Bytes b(static_cast<std::size_t>(expected));
-  std::memcpy(b.data(), h, kHeaderBytes);
-  if (!read_all(fd, b.data() + kHeaderBytes, b.size() - kHeaderBytes))
-    throw fail("cannot read checkpoint: " + errno_text(errno));
-  const auto stored = static_cast<std::uint32_t>(get_le(b.data() + b.size() - kTrailerBytes, 4));
-  if (crc32_of(b.data(), b.size() - kTrailerBytes) != stored) throw fail("corrupt (CRC mismatch)");
+// `b` holds exactly l.bytes bytes whose header passed check_header.
+Checkpoint decode_body(const std::string& path, const unsigned char* b, const Layout& l) {
+  const auto stored = static_cast<std::uint32_t>(get_le(b + l.bytes - kTrailerBytes, 4));
+  if (crc32_of(b, l.bytes - kTrailerBytes) != stored) fail_read(path, "corrupt (CRC mismatch)");
 
   Checkpoint ck;
-  ck.D = static_cast<int>(D);
-  ck.H = static_cast<int>(H);
-  ck.C = static_cast<int>(C);
-  ck.is_double = precision == 8;
-  const unsigned char* p = b.data() + kHeaderBytes;
+  ck.D = static_cast<int>(l.D);
+  ck.H = static_cast<int>(l.H);
+  ck.C = static_cast<int>(l.C);
+  ck.is_double = l.precision == 8;
+  const unsigned char* p = b + kHeaderBytes;
   const auto take = [&](std::vector<double>& t, std::uint64_t n) {
     t.resize(static_cast<std::size_t>(n));
     for (double& v : t) {
-      if (precision == 8) {
+      if (l.precision == 8) {
         const std::uint64_t bits = get_le(p, 8);
         std::memcpy(&v, &bits, 8);
       } else {
@@ -246,14 +254,54 @@ Checkpoint load_checkpoint(const std::string& path) {
         std::memcpy(&f, &bits, 4);
         v = f;
       }
-      p += precision;
+      p += l.precision;
     }
   };
-  take(ck.W1, H * D);
-  take(ck.b1, H);
-  take(ck.W2, C * H);
-  take(ck.b2, C);
+  take(ck.W1, l.H * l.D);
+  take(ck.b1, l.H);
+  take(ck.W2, l.C * l.H);
+  take(ck.b2, l.C);
   return ck;
+}
+
+}  // namespace
+
+Checkpoint decode_checkpoint(const unsigned char* data, std::size_t size, const std::string& name) {
+  const Layout l = check_header(name, data, size);
+  return decode_body(name, data, l);
+}
+
+Checkpoint load_checkpoint(const std::string& path) {
+  const auto fail = [&](const std::string& what) { fail_read(path, what); };
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail("cannot read checkpoint: " + errno_text(errno));
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) fail("cannot read checkpoint: " + errno_text(errno));
+  if (S_ISDIR(st.st_mode)) fail("cannot read checkpoint: is a directory");
+  if (!S_ISREG(st.st_mode)) fail("cannot read checkpoint: not a regular file");
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+
+  // The header alone first: the file is read whole only once its size is known to be right.
+  unsigned char h[kHeaderBytes] = {};
+  const std::size_t head = size < kHeaderBytes ? static_cast<std::size_t>(size) : kHeaderBytes;
+  if (!read_all(fd, h, head)) fail("cannot read checkpoint: " + errno_text(errno));
+  const Layout l = check_header(path, h, size);
+
+  Bytes b(static_cast<std::size_t>(l.bytes));
+  std::memcpy(b.data(), h, kHeaderBytes);
+  if (!read_all(fd, b.data() + kHeaderBytes, b.size() - kHeaderBytes))
+    fail("cannot read checkpoint: " + errno_text(errno));
+  return decode_body(path, b.data(), l);
+}
+
+CheckpointWriteHook set_checkpoint_write_hook(CheckpointWriteHook hook) {
+  const CheckpointWriteHook old = g_write_hook;
+  g_write_hook = hook;
+  return old;
 }
 
 void check_writable(const std::string& path, const std::string& option) {

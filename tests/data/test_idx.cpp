@@ -1,8 +1,10 @@
-// GoogleTest suite for src/data/idx.{h,cpp}: round trips, one test per failure class, real Fashion-MNIST.
+// GoogleTest suite for src/data/idx.{h,cpp}: round trips, one test per failure class, the in-memory
+// parsers, replay of the fuzzer's saved inputs (tests/fuzz/), real Fashion-MNIST.
 // Fixtures go to a fresh mkdtemp directory per test, so 1-4 MPI ranks can run the suite at once.
 // No main() here (the project links its own); standalone: link -lgtest -lgtest_main -lz -pthread.
 #include "data/idx.h"
 
+#include "../fuzz/regression_files.h"
 #include "../temp_dir.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -281,6 +284,82 @@ TEST_F(IdxTest, HugeDeclaredCountFailsWithoutAllocating) {
   EXPECT_IDX_ERROR(load_images(s, 0), s, "too large");
   auto t = file("lhuge.gz", gzip(idx_header(0x801, {0x80000000u})));
   EXPECT_IDX_ERROR(load_labels(t), t, "label count 2147483648 exceeds the limit");
+}
+
+Bytes read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return Bytes(std::istreambuf_iterator<char>(f), {});
+}
+
+// parse_images/parse_labels are the loaders without the file: the same results and the same
+// messages, with the caller's name in place of the path.
+TEST_F(IdxTest, ParseFromMemoryMatchesTheLoaders) {
+  const Bytes img = image_file(3, 4, 5), lab = label_file({7, 0, 9});
+  for (const Bytes& b : {img, gzip(img)}) {
+    const auto m = nn::data::parse_images(b.data(), b.size(), "mem", 20);
+    EXPECT_EQ(m.count, 3u);
+    EXPECT_EQ(m.pixels, load_images(file("i", b), 20).pixels);
+  }
+  for (const Bytes& b : {lab, gzip(lab)})
+    EXPECT_EQ(nn::data::parse_labels(b.data(), b.size(), "mem"), (Bytes{7, 0, 9}));
+  Bytes cut = img;
+  cut.resize(cut.size() - 5);
+  const Bytes cut_gz = gzip(cut);
+  for (const Bytes& b : {Bytes{}, cut, cut_gz, lab}) {
+    const std::string p = file("bad", b);
+    std::string from_file, from_memory;
+    try {
+      load_images(p, 20);
+    } catch (const IdxError& e) {
+      from_file = e.what();
+    }
+    try {
+      nn::data::parse_images(b.data(), b.size(), p, 20);
+    } catch (const IdxError& e) {
+      from_memory = e.what();
+    }
+    EXPECT_FALSE(from_file.empty());
+    EXPECT_EQ(from_memory, from_file);
+  }
+  // The name plays the path's part in the ".gz must be gzip" rule too.
+  EXPECT_IDX_ERROR(nn::data::parse_images(img.data(), img.size(), "x.gz", 20), "x.gz",
+                   ".gz file is not gzip-compressed");
+}
+
+// Inputs kept from fuzzing (tests/fuzz/targets/fuzz_idx.cpp): crashers that were fixed, and headers
+// that probe the limits (counts that would need gigabytes, in files of a few bytes). Each must
+// be refused, as images and as labels, from a file and from memory, with one clean IdxError.
+TEST(IdxFuzzRegressions, EveryInputIsRefusedCleanly) {
+  const std::string dir = nn::test::regression_dir("idx");
+  ASSERT_FALSE(dir.empty()) << "tests/fuzz/regressions/idx not found from the working directory "
+                               "or above the test binary";
+  const auto files = nn::test::regression_files(dir);
+  EXPECT_FALSE(files.empty()) << dir;
+  for (const std::string& f : files) {
+    EXPECT_IDX_ERROR(load_images(f, 0), f, ": ");
+    EXPECT_IDX_ERROR(load_labels(f), f, ": ");
+    const Bytes b = read_file(f);
+    EXPECT_THROW(nn::data::parse_images(b.data(), b.size(), f, 0), IdxError) << f;
+    EXPECT_THROW(nn::data::parse_labels(b.data(), b.size(), f), IdxError) << f;
+  }
+}
+
+// The fuzzer's seeds (tests/fuzz/corpus/idx/, written by tests/fuzz/make_seeds.py) must stay
+// valid, or fuzzing would start from refusals only: images-* load as images, labels-* as labels.
+TEST(IdxFuzzRegressions, SeedsAreValid) {
+  const std::string reg = nn::test::regression_dir("idx");
+  ASSERT_FALSE(reg.empty());
+  const auto seeds = nn::test::regression_files((fs::path(reg) / "../../corpus/idx").string());
+  EXPECT_FALSE(seeds.empty());
+  for (const std::string& f : seeds) {
+    const std::string name = fs::path(f).filename().string();
+    if (name.rfind("images", 0) == 0) {
+      EXPECT_NO_THROW(load_images(f, 0)) << f;
+    } else {
+      EXPECT_EQ(name.rfind("labels", 0), 0u) << f;
+      EXPECT_NO_THROW(load_labels(f)) << f;
+    }
+  }
 }
 
 template <class T>

@@ -1,14 +1,18 @@
 // GoogleTest suite for src/trainer/checkpoint.cpp: bit-exact round trips in both precisions,
-// the documented byte layout, one test per corruption class, atomic replacement and failed
-// saves. Each test writes only into its own mkdtemp directory (unique per MPI rank).
+// the documented byte layout, one test per corruption class, atomic replacement, failed and
+// killed saves, replay of the fuzzer's saved inputs (tests/fuzz/). Each test writes only into
+// its own mkdtemp directory (unique per MPI rank).
 #include <gtest/gtest.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -19,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "../fuzz/regression_files.h"
 #include "../temp_dir.h"
 #include "common/check.h"
 #include "trainer/checkpoint.h"
@@ -330,6 +335,166 @@ TEST_F(CheckpointFile, FailedSaveLeavesTheOldFileIntact) {
   fs::create_directories(dir_target + "/inside");
   EXPECT_THROW(nn::train::save_checkpoint(dir_target, new_ck), nn::UserError);
   EXPECT_EQ(listing(), (std::vector<std::string>{"ck.bin", "target"}));
+}
+
+// The test hook of a save that is about to be killed: SIGKILL (what the OOM killer or a
+// batch system's time limit sends; nothing runs after it) once part of the file is written.
+void die_mid_write(const std::string&, std::size_t written, std::size_t total) {
+  if (written < total) ::raise(SIGKILL);
+}
+
+std::string describe_status(int status) {
+  if (WIFSIGNALED(status)) return "killed by signal " + std::to_string(WTERMSIG(status));
+  if (WIFEXITED(status)) return "exited with code " + std::to_string(WEXITSTATUS(status));
+  return "status " + std::to_string(status);
+}
+
+// A process killed in the middle of writing a checkpoint over an existing one: the final
+// name still holds the previous, complete checkpoint; the only other file is the killed
+// save's temp file "<final>.tmp.XXXXXX". Saves do not remove such files: the same pattern
+// names the temp file of a save still in progress (another rank, another job), so only the
+// user can know it is stale. A later save succeeds regardless and leaves it alone.
+// The save runs in a fork()ed child that does plain file I/O only (no MPI) and then dies;
+// every rank does this in its own directory.
+TEST_F(CheckpointFile, SaveKilledMidWriteLeavesThePreviousFile) {
+  const std::string p = path("ck.bin");
+  const Checkpoint old_ck = sample(6, 3, 2, false);
+  nn::train::save_checkpoint(p, old_ck);
+  const Checkpoint big = sample(784, 300, 10, true);  // 1.9 MB: two write() calls of at most 1 MiB
+  ASSERT_GT(nn::train::encode_checkpoint(big).size(), std::size_t{1} << 20);
+
+  std::fflush(nullptr);  // or the child's copy of buffered output could be printed twice
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0) << std::strerror(errno);
+  if (pid == 0) {
+    nn::train::set_checkpoint_write_hook(die_mid_write);
+    try {
+      nn::train::save_checkpoint(p, big);
+    } catch (...) {
+      ::_exit(3);
+    }
+    ::_exit(2);  // the save finished: the hook never fired
+  }
+  int status = 0;
+  pid_t done = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while ((done = ::waitpid(pid, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < deadline)
+    ::usleep(10 * 1000);
+  if (done == 0) {  // never hang the suite on a stuck child
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+    FAIL() << "the child did not finish within 60 s";
+  }
+  ASSERT_EQ(done, pid);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << describe_status(status);
+
+  expect_same(nn::train::load_checkpoint(p), old_ck);
+  const std::vector<std::string> names = listing();
+  ASSERT_EQ(names.size(), 2u) << testing::PrintToString(names);
+  EXPECT_EQ(names[0], "ck.bin");
+  const std::string prefix = "ck.bin.tmp.";
+  EXPECT_EQ(names[1].rfind(prefix, 0), 0u) << names[1];
+  EXPECT_EQ(names[1].size(), prefix.size() + 6) << names[1];  // mkstemp's XXXXXX
+  EXPECT_EQ(fs::file_size(path(names[1])), std::uintmax_t{1} << 20);  // killed after the first write
+
+  nn::train::save_checkpoint(p, big);
+  expect_same(nn::train::load_checkpoint(p), big);
+  EXPECT_EQ(listing(), names);
+}
+
+// The hook sees every write of a save, in order, with the temp file's name, and is off again
+// once reset; the saved file is the one the hook watched being written.
+TEST_F(CheckpointFile, WriteHookSeesEveryChunkOfTheTempFile) {
+  static std::vector<std::size_t> seen;
+  static std::string tmp_seen;
+  seen.clear();
+  const auto previous = nn::train::set_checkpoint_write_hook(
+      [](const std::string& tmp, std::size_t written, std::size_t) {
+        seen.push_back(written);
+        tmp_seen = tmp;
+      });
+  const Checkpoint big = sample(784, 300, 10, false);  // 0.96 MB: one write
+  const Checkpoint bigger = sample(784, 300, 10, true);  // 1.9 MB: two writes
+  nn::train::save_checkpoint(path("a.bin"), big);
+  nn::train::save_checkpoint(path("b.bin"), bigger);
+  const auto mine = nn::train::set_checkpoint_write_hook(previous);
+  EXPECT_NE(mine, nullptr);
+  const std::size_t na = nn::train::encode_checkpoint(big).size(),
+                    nb = nn::train::encode_checkpoint(bigger).size();
+  EXPECT_EQ(seen, (std::vector<std::size_t>{na, std::size_t{1} << 20, nb}));
+  EXPECT_EQ(tmp_seen.rfind(path("b.bin") + ".tmp.", 0), 0u) << tmp_seen;
+  nn::train::save_checkpoint(path("c.bin"), big);  // hook off again
+  EXPECT_EQ(seen.size(), 3u);
+}
+
+// decode_checkpoint is load_checkpoint without the file: the same result, the same messages.
+TEST_F(CheckpointFile, DecodeFromMemoryMatchesLoad) {
+  const Checkpoint ck = sample(7, 5, 3, true);
+  const Bytes bytes = nn::train::encode_checkpoint(ck);
+  nn::train::save_checkpoint(path("ck.bin"), ck);
+  EXPECT_EQ(read(path("ck.bin")), bytes);
+  expect_same(nn::train::decode_checkpoint(bytes.data(), bytes.size(), "mem"), ck);
+  Bytes bad = bytes;
+  bad[40] ^= 1;
+  write(path("bad.bin"), bad);
+  for (std::size_t n : {std::size_t{0}, std::size_t{5}, std::size_t{31}, bytes.size() - 1, bytes.size()}) {
+    const Bytes cut(bad.begin(), bad.begin() + static_cast<std::ptrdiff_t>(n));
+    write(path("cut.bin"), cut);
+    std::string from_file, from_memory;
+    try {
+      nn::train::load_checkpoint(path("cut.bin"));
+    } catch (const nn::UserError& e) {
+      from_file = e.what();
+    }
+    try {
+      nn::train::decode_checkpoint(cut.data(), cut.size(), path("cut.bin"));
+    } catch (const nn::UserError& e) {
+      from_memory = e.what();
+    }
+    EXPECT_FALSE(from_file.empty()) << n;
+    EXPECT_EQ(from_memory, from_file) << n;
+  }
+}
+
+// Inputs kept from fuzzing (tests/fuzz/targets/fuzz_checkpoint.cpp): crashers that were fixed, and
+// headers that probe the limits (sizes that overflow, or that ask for far more memory than
+// the file holds). Each must be refused with one clean line, from a file and from memory.
+TEST(CheckpointFuzzRegressions, EveryInputIsRefusedCleanly) {
+  const std::string dir = nn::test::regression_dir("checkpoint");
+  ASSERT_FALSE(dir.empty()) << "tests/fuzz/regressions/checkpoint not found from the working "
+                               "directory or above the test binary";
+  const auto files = nn::test::regression_files(dir);
+  EXPECT_FALSE(files.empty()) << dir;
+  for (const std::string& f : files) {
+    std::string msg;
+    try {
+      nn::train::load_checkpoint(f);
+      ADD_FAILURE() << f << ": accepted";
+    } catch (const nn::UserError& e) {
+      msg = e.what();
+    }
+    EXPECT_EQ(msg.rfind(f + ": ", 0), 0u) << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    std::ifstream in(f, std::ios::binary);
+    const Bytes b{std::istreambuf_iterator<char>(in), {}};
+    EXPECT_THROW(nn::train::decode_checkpoint(b.data(), b.size(), f), nn::UserError) << f;
+  }
+}
+
+// The fuzzer's seeds (tests/fuzz/corpus/checkpoint/, written by tests/fuzz/make_seeds.py) must
+// stay valid checkpoints, or fuzzing would start from refusals only.
+TEST(CheckpointFuzzRegressions, SeedsAreValidAndRoundTrip) {
+  const std::string reg = nn::test::regression_dir("checkpoint");
+  ASSERT_FALSE(reg.empty());
+  const auto seeds = nn::test::regression_files((fs::path(reg) / "../../corpus/checkpoint").string());
+  EXPECT_FALSE(seeds.empty());
+  for (const std::string& f : seeds) {
+    std::ifstream in(f, std::ios::binary);
+    const Bytes b{std::istreambuf_iterator<char>(in), {}};
+    Checkpoint ck;
+    ASSERT_NO_THROW(ck = nn::train::load_checkpoint(f)) << f;
+    EXPECT_EQ(nn::train::encode_checkpoint(ck), b) << f;
+  }
 }
 
 TEST(Checkpoint, SaveRejectsInconsistentTensorsAsAProgrammingError) {
