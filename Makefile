@@ -169,8 +169,13 @@ $(SETUP_STAMP): .ci/setup.sh
 # Open MPI refuses root without these, and needs --oversubscribe for 4 ranks on 2 cores.
 MPI_ENV := $(if $(filter 0,$(shell id -u)),OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)
 MPIRUN_FLAGS ?= --oversubscribe
-# SANITIZE=1: LeakSanitizer runs at 1 rank only; with several ranks Open MPI's own
-# plugins (unloaded at finalize, so unsuppressible by name) report leaks of their own.
+# SANITIZE=1: LeakSanitizer runs at 1 rank only; with several ranks Open MPI's transport
+# plugins (unloaded at finalize, so unsuppressible by name) leak 32 bytes per peer. What
+# MPI_Init/MPI_Finalize allocate is ignored by src/comm/comm.cpp (__lsan_disable).
+# intercept_strchr=0: GCC 12's libasan symbolizes Open MPI's libraries through libbacktrace,
+# whose strrchr on a symlink path trips ASan's own interceptor; the report then deadlocks
+# on the symbolizer's lock (seen with Open MPI 4.1.4 on Debian 12).
+SAN_ENV = ASAN_OPTIONS=intercept_strchr=0:detect_leaks=
 # Each rank count runs under a different emulator thread order, so one `make test`
 # covers forward, reverse and seeded-random schedules (tests that depend on the order
 # also loop over all three themselves).
@@ -187,14 +192,14 @@ test-cpu: cpu
 	@set -e; for np in $(NP_LIST); do \
 	  case $$np in 1) order=forward;; 2) order=reverse;; *) order=random;; esac; \
 	  echo "== $(CPU_TESTS) (emulator) at $$np MPI rank(s), SIM_ORDER=$$order SIM_SEED=$$np =="; \
-	  $(MPI_ENV) SIM_ORDER=$$order SIM_SEED=$$np $(if $(filter 1,$(SANITIZE)),ASAN_OPTIONS=detect_leaks=$$((np == 1))) \
+	  $(MPI_ENV) SIM_ORDER=$$order SIM_SEED=$$np $(if $(filter 1,$(SANITIZE)),$(SAN_ENV)$$((np == 1))) \
 	    $(MPIRUN) $(MPIRUN_FLAGS) -np $$np $(CPU_TESTS) $(TEST_ARGS); \
 	done
 # NVTX ranges at 2 ranks on the emulator build: present, nested as intended, balanced.
 test-nvtx: cpu
 ifneq ($(NVTX_DIR),)
 	@echo "== tests/nvtx/check_nvtx.sh: NVTX ranges recorded by an injection library, 2 ranks =="
-	@$(MPI_ENV) $(if $(filter 1,$(SANITIZE)),ASAN_OPTIONS=detect_leaks=0) MPIRUN="$(MPIRUN)" MPIRUN_FLAGS="$(MPIRUN_FLAGS)" \
+	@$(MPI_ENV) $(if $(filter 1,$(SANITIZE)),$(SAN_ENV)0) MPIRUN="$(MPIRUN)" MPIRUN_FLAGS="$(MPIRUN_FLAGS)" \
 	  bash tests/nvtx/check_nvtx.sh $(NVTX_RECORDER) $(CPU_TRAIN) synthetic 2
 else
 	@echo "== NVTX headers not found (CUDA_HOME/include/nvtx3): NVTX range test skipped =="

@@ -15,7 +15,7 @@ test-cli: cpu data
 	@out=$$(mktemp); passed=0; failed=0; \
 	for script in bad_input kill_rank; do \
 	  if [ $$script = kill_rank ]; then extra="$(CLI_DATA)"; else extra=; fi; \
-	  $(MPI_ENV) $(if $(filter 1,$(SANITIZE)),ASAN_OPTIONS=detect_leaks=0) SIM_WORKERS=$${SIM_WORKERS:-1} \
+	  $(MPI_ENV) $(if $(filter 1,$(SANITIZE)),$(SAN_ENV)0) SIM_WORKERS=$${SIM_WORKERS:-1} \
 	    MPIRUN="$(MPIRUN)" MPIRUN_FLAGS="$(MPIRUN_FLAGS)" \
 	    bash $(CLI_TEST_DIR)/$$script.sh $(CPU_TRAIN) $$extra 2>&1 | tee "$$out"; \
 	  summary=$$(sed -n "s/^$$script: \([0-9][0-9]*\) passed, \([0-9][0-9]*\) failed.*/\1 \2/p" "$$out" | tail -n 1); \
