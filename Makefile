@@ -150,7 +150,7 @@ $(CUDA_TESTS): $(CUDA_TEST_OBJ) $(CUDA_LIB)
 	$(MPICXX) $^ -lgtest $(CUDA_LDLIBS) -o $@
 
 # ---- top-level targets -----------------------------------------------------------------
-.PHONY: all cpu cuda test test-cpu test-cuda test-sim-examples test-nvtx run data setup clean help bench
+.PHONY: all cpu cuda test test-cpu test-cuda sanitize-gpu test-sim-examples test-nvtx run data setup clean help bench
 
 cpu: $(CPU_TRAIN) $(CPU_TESTS) $(CPU_BENCH) $(if $(NVTX_DIR),$(NVTX_RECORDER))
 cuda: $(CUDA_TRAIN) $(CUDA_TESTS) $(CUDA_BENCH)
@@ -215,6 +215,9 @@ test-cuda: cuda
 	  for np in $(NP_LIST); do echo "== $(CUDA_TESTS) (GPU) at $$np MPI rank(s) =="; \
 	    $(MPI_ENV) $(MPIRUN) $(MPIRUN_FLAGS) -np $$np $(CUDA_TESTS) $(TEST_ARGS) || exit 1; done; \
 	else echo "== no GPU visible: CUDA test binary built ($(CUDA_TESTS)) but not run =="; fi
+# compute-sanitizer memcheck, racecheck, synccheck on the CUDA build's kernel and training tests.
+sanitize-gpu: cuda
+	@bash tests/cuda/compute_sanitizer.sh $(CUDA_TESTS)
 
 # `make run`: train on whatever `make data` found (MNIST, or Fashion-MNIST offline).
 RUN_ARGS ?=
@@ -292,6 +295,7 @@ help:
 	@echo "make scaling strong/weak scaling x strategies + variant ratios (CSV, PNG in build/scaling/)"
 	@echo "make test-cli    bad input (every corrupt IDX class, bad options, bad checkpoints) and a killed rank, end to end"
 	@echo "make test-slurm  a local one-node Slurm cluster (root): submit slurm/*.sbatch, check COMPLETED"
+	@echo "make sanitize-gpu  compute-sanitizer memcheck/racecheck/synccheck on the CUDA tests (GPU only)"
 	@echo "make fuzz    libFuzzer on the IDX parser and checkpoint reader, FUZZ_SECONDS=60 each (clang)"
 	@echo "make setup   check/install dependencies"
 	@echo "make clean   remove $(BUILD)/"
