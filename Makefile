@@ -179,6 +179,8 @@ SAN_ENV = ASAN_OPTIONS=intercept_strchr=0:detect_leaks=
 # Each rank count runs under a different emulator thread order, so one `make test`
 # covers forward, reverse and seeded-random schedules (tests that depend on the order
 # also loop over all three themselves).
+# The 2-rank run also uses lazy streams (kernels/sim/runtime/lazy.cpp): work on created
+# streams runs only when a wait or sync forces it, so a missing one shows as wrong data.
 GPU_VISIBLE = $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
 
 # test-cpu then test-cuda, in that order even under -j.
@@ -191,8 +193,9 @@ test: all
 test-cpu: cpu
 	@set -e; for np in $(NP_LIST); do \
 	  case $$np in 1) order=forward;; 2) order=reverse;; *) order=random;; esac; \
-	  echo "== $(CPU_TESTS) (emulator) at $$np MPI rank(s), SIM_ORDER=$$order SIM_SEED=$$np =="; \
-	  $(MPI_ENV) SIM_ORDER=$$order SIM_SEED=$$np $(if $(filter 1,$(SANITIZE)),$(SAN_ENV)$$((np == 1))) \
+	  streams=$$( [ $$np = 2 ] && echo lazy || echo sync ); \
+	  echo "== $(CPU_TESTS) (emulator) at $$np MPI rank(s), SIM_ORDER=$$order SIM_SEED=$$np SIM_STREAMS=$$streams =="; \
+	  $(MPI_ENV) SIM_ORDER=$$order SIM_SEED=$$np SIM_STREAMS=$$streams $(if $(filter 1,$(SANITIZE)),$(SAN_ENV)$$((np == 1))) \
 	    $(MPIRUN) $(MPIRUN_FLAGS) -np $$np $(CPU_TESTS) $(TEST_ARGS); \
 	done
 # NVTX ranges at 2 ranks on the emulator build: present, nested as intended, balanced.

@@ -8,6 +8,9 @@
 #include <vector>
 
 #include "comm/comm.h"
+#ifdef SIM_EMULATOR
+#include "sim/sim_api.h"
+#endif
 
 namespace {
 
@@ -83,7 +86,11 @@ int main(int argc, char** argv) {
   }
   const bool ok = nn::comm::all_ok(rc == 0) && n_failed == 0;
   if (rank == 0) {
+#ifdef SIM_EMULATOR
+    std::printf("MPI ranks: %d, emulator schedule: %s\n", nranks, sim::describe_schedule().c_str());
+#else
     std::printf("MPI ranks: %d\n", nranks);
+#endif
     std::printf("tests: %d passed, %d failed, %d skipped\n", n_passed, n_failed, n_skipped);
     std::fflush(stdout);
   }

@@ -18,6 +18,9 @@
 #include "trainer/model_parallel.h"
 #include "synthetic.h"
 #include "trainer/trainer.h"
+#ifdef SIM_EMULATOR
+#include "sim/sim_api.h"
+#endif
 
 namespace nn::train {
 namespace {
@@ -101,6 +104,59 @@ TEST(Strategies, DeviceAndHostStagedMpiGiveIdenticalWeights) {
     expect_identical<float>(c, [](Config& x) { x.mpi_device = true; }, "--mpi device");
   }
 }
+
+#ifdef SIM_EMULATOR
+// Under the emulator's lazy streams (kernels/sim/runtime/lazy.cpp) work on the model's
+// compute and copy streams runs only when an event wait or a sync forces it, so a missing
+// cudaStreamWaitEvent / event sync in the overlap, graph or device-pointer paths would hand
+// MPI or the host stale gradients. Each variant must give the bits of the synchronous run.
+class LazyStreams {
+ public:
+  LazyStreams() : saved_(sim::stream_mode()) { sim::set_stream_mode(sim::StreamMode::Lazy); }
+  ~LazyStreams() { sim::set_stream_mode(saved_); }
+  LazyStreams(const LazyStreams&) = delete;
+  LazyStreams& operator=(const LazyStreams&) = delete;
+
+ private:
+  sim::StreamMode saved_;
+};
+
+TEST(Strategies, LazyStreamsGiveTheSynchronousWeightsOnEveryPath) {
+  struct Variant {
+    const char* name;
+    Strategy st;
+    bool overlap, graph, mpi_device;
+  };
+  const Variant variants[] = {
+      {"allreduce overlap", Strategy::Allreduce, true, false, false},
+      {"allreduce no-overlap", Strategy::Allreduce, false, false, false},
+      {"allreduce overlap graph", Strategy::Allreduce, true, true, false},
+      {"allreduce overlap mpi-device", Strategy::Allreduce, true, false, true},
+      {"ps overlap", Strategy::ParamServer, true, false, false},
+      {"model", Strategy::Model, true, false, false},
+      {"model graph mpi-device", Strategy::Model, true, true, true},
+  };
+  const HostData d = make_data(60, 20);
+  for (const Variant& v : variants) {
+    SCOPED_TRACE(v.name);
+    Config c = small_config(6, 7, 3);  // 3 epochs: graphs warm up, capture, then replay
+    c.strategy = v.st;
+    c.overlap = v.overlap;
+    c.graph = v.graph;
+    c.mpi_device = v.mpi_device;
+    const auto sync = train_on<float>(c, d, nullptr);
+    expect_verified<float>(sync);
+    TrainResult lazy;
+    {
+      LazyStreams on;
+      lazy = train_on<float>(c, d, nullptr);
+    }
+    expect_verified<float>(lazy);
+    EXPECT_TRUE(flat(sync.params) == flat(lazy.params)) << "lazy streams changed the weights";
+    EXPECT_EQ(sync.test_precision, lazy.test_precision);
+  }
+}
+#endif  // SIM_EMULATOR
 
 TEST(Strategies, DeviceMpiIsRefusedWithoutCudaAwareMpiAndWithTheParameterServer) {
   Config c = small_config(6, 7, 1);

@@ -244,6 +244,8 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int flags) {
 cudaError_t cudaStreamCreate(cudaStream_t* s) { return cudaStreamCreateWithFlags(s, 0); }
 cudaError_t cudaStreamDestroy(cudaStream_t s) {
   SIM_STICKY_CHECK();
+  // As on a GPU, work already queued on the stream still runs (lazy mode: now).
+  if (is_created_stream(s) && stream_valid(s)) lazy_forget_stream(s);
   std::lock_guard<std::mutex> lk(G().m);
   if (!G().streams.erase(s)) return set_error(cudaErrorInvalidResourceHandle);
   delete s;
@@ -257,9 +259,20 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s) {
 cudaError_t cudaStreamQuery(cudaStream_t s) { return cudaStreamSynchronize(s); }
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int) {
   SIM_STICKY_CHECK();
-  // Work is synchronous, so a wait has nothing to order: in a capture it is no node at all.
-  return stream_valid(s) && event_valid(e) ? cudaSuccess
-                                           : set_error(cudaErrorInvalidResourceHandle);
+  if (!stream_valid(s) || !event_valid(e)) return set_error(cudaErrorInvalidResourceHandle);
+  // Synchronous work has nothing to order: in a capture a wait is no node at all. In the
+  // lazy mode the wait is a node of s that first runs the event's stream up to the record.
+  if (lazy_streams() && !in_replay() && e->lazy_stream) {
+    CUstream_st* const src = e->lazy_stream;
+    const unsigned long long upto = e->lazy_seq;
+    if (!is_created_stream(s)) {
+      lazy_drain(src, upto);
+    } else if (capture_node(s, [src, upto] { lazy_drain(src, upto); }) ==
+               CaptureVerdict::Captured) {
+      return cudaSuccess;  // (a captured node; the graph's replay runs the drain)
+    }
+  }
+  return cudaSuccess;
 }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int flags) {
@@ -279,18 +292,30 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     e->recorded = true;
     e->t = std::chrono::steady_clock::now();
   })) {
-    case CaptureVerdict::Captured: return cudaSuccess;
+    case CaptureVerdict::Captured: e->in_graph = true; return cudaSuccess;
+    case CaptureVerdict::Deferred:  // lazy mode: done once s reaches this position
+      e->lazy_stream = s;
+      e->lazy_seq = lazy_last_enqueued();
+      return cudaSuccess;
     case CaptureVerdict::Refused: return tl_last_error;
     case CaptureVerdict::Run: break;
   }
+  e->lazy_stream = nullptr;
   e->recorded = true;
   e->t = std::chrono::steady_clock::now();
   return cudaSuccess;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
   SIM_STICKY_CHECK();
-  if (const cudaError_t c = capture_forbids()) return c;
-  return event_valid(e) ? cudaSuccess : set_error(cudaErrorInvalidResourceHandle);
+  if (const cudaError_t c = capture_check()) return c;
+  if (!event_valid(e)) return set_error(cudaErrorInvalidResourceHandle);
+  if (lazy_streams() && !in_replay()) {
+    if (e->in_graph)
+      lazy_drain_all();  // recorded by a graph node: its queue position is unknown
+    else if (e->lazy_stream)
+      lazy_drain(e->lazy_stream, e->lazy_seq);
+  }
+  return sticky_error() == cudaSuccess ? cudaSuccess : set_error(sticky_error());
 }
 cudaError_t cudaEventQuery(cudaEvent_t e) { return cudaEventSynchronize(e); }
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) {

@@ -4,6 +4,7 @@
 // emulator's streams are synchronous, so capture order is a valid topological order).
 // Strict like CUDA: synchronous calls and legacy-stream launches during a global-mode
 // capture are refused and invalidate it. Tested by tests/sim/test_sim_graph.cu.
+#include <limits>
 #include <thread>
 #include "internal.h"
 
@@ -60,8 +61,15 @@ bool invalidate_guarding() {
 ReplayScope::ReplayScope() { ++tl_replay_depth; }
 ReplayScope::~ReplayScope() { --tl_replay_depth; }
 
-cudaError_t capture_forbids(cudaStream_t stream) {
-  if (!capture_active() || tl_replay_depth > 0) return cudaSuccess;
+bool in_replay() { return tl_replay_depth > 0; }
+
+bool is_created_stream(cudaStream_t s) {
+  return !is_legacy(s) && s != cudaStreamPerThread;
+}
+
+cudaError_t capture_check(cudaStream_t stream) {
+  if (g_active_captures.load(std::memory_order_relaxed) == 0 || tl_replay_depth > 0)
+    return cudaSuccess;
   std::lock_guard<std::mutex> lk(GS().m);
   auto it = GS().captures.find(stream);
   if (!is_legacy(stream) && it != GS().captures.end()) {
@@ -71,23 +79,44 @@ cudaError_t capture_forbids(cudaStream_t stream) {
   return invalidate_guarding() ? set_error(cudaErrorStreamCaptureUnsupported) : cudaSuccess;
 }
 
+cudaError_t capture_forbids(cudaStream_t stream) {
+  if (!capture_active() || tl_replay_depth > 0) return cudaSuccess;
+  if (const cudaError_t e = capture_check(stream)) return e;
+  if (lazy_streams()) {  // a synchronising call: the stream's queued work, or everything
+    if (is_created_stream(stream))
+      lazy_drain(stream, std::numeric_limits<unsigned long long>::max());
+    else
+      lazy_drain_all();
+  }
+  return cudaSuccess;
+}
+
 CaptureVerdict capture_node(cudaStream_t stream, std::function<void()> node) {
   if (!capture_active() || tl_replay_depth > 0) return CaptureVerdict::Run;
-  std::lock_guard<std::mutex> lk(GS().m);
-  auto it = GS().captures.find(stream);
-  if (it != GS().captures.end()) {
-    if (it->second.invalid) {
-      set_error(cudaErrorStreamCaptureInvalidated);
+  {
+    std::lock_guard<std::mutex> lk(GS().m);
+    auto it = GS().captures.find(stream);
+    if (it != GS().captures.end()) {
+      if (it->second.invalid) {
+        set_error(cudaErrorStreamCaptureInvalidated);
+        return CaptureVerdict::Refused;
+      }
+      it->second.graph->nodes.push_back(std::move(node));
+      return CaptureVerdict::Captured;
+    }
+    // The legacy stream synchronises with every blocking stream, so work on it would make
+    // the capturing stream depend on something outside the graph.
+    if (is_legacy(stream) && invalidate_guarding()) {
+      set_error(cudaErrorStreamCaptureImplicit);
       return CaptureVerdict::Refused;
     }
-    it->second.graph->nodes.push_back(std::move(node));
-    return CaptureVerdict::Captured;
   }
-  // The legacy stream synchronises with every blocking stream, so work on it would make
-  // the capturing stream depend on something outside the graph.
-  if (is_legacy(stream) && invalidate_guarding()) {
-    set_error(cudaErrorStreamCaptureImplicit);
-    return CaptureVerdict::Refused;
+  if (lazy_streams()) {
+    if (is_created_stream(stream)) {
+      lazy_enqueue(stream, std::move(node));
+      return CaptureVerdict::Deferred;
+    }
+    lazy_drain_all();  // the legacy stream waits for every blocking stream's earlier work
   }
   return CaptureVerdict::Run;
 }
@@ -168,6 +197,18 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t x, cudaStream_t s) {
   if (capture_active()) {
     std::lock_guard<std::mutex> lk(GS().m);
     if (GS().captures.count(s)) return set_error(cudaErrorNotSupported);
+  }
+  if (lazy_streams() && tl_replay_depth == 0) {
+    if (is_created_stream(s)) {  // queued whole; its nodes were snapshotted at instantiation
+      lazy_enqueue(s, [nodes = x->nodes]() mutable {
+        for (auto& node : nodes) {
+          node();
+          if (sticky_error() != cudaSuccess || tl_last_error != cudaSuccess) return;
+        }
+      });
+      return cudaSuccess;
+    }
+    lazy_drain_all();
   }
   ReplayScope r;
   const cudaError_t before = tl_last_error;  // an unread error from earlier stays unread

@@ -8,6 +8,8 @@
 #include <set>
 #include <cstdint>
 #include <cstring>
+#include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -30,11 +32,19 @@
 
 struct CUstream_st {
   unsigned flags;
+  // Lazy stream mode (runtime/lazy.cpp): work queued on this stream and not yet run. Item k
+  // (1-based, in enqueue order) has run once done >= k. Guarded by lazy.cpp's mutex.
+  std::deque<std::function<void()>> pending{};
+  unsigned long long enqueued = 0, done = 0;
 };
 struct CUevent_st {
   unsigned flags;
   bool recorded;
   std::chrono::steady_clock::time_point t;
+  // Lazy stream mode: the stream and queue position of the latest record still to run.
+  CUstream_st* lazy_stream = nullptr;
+  unsigned long long lazy_seq = 0;
+  bool in_graph = false;  // recorded inside a captured graph: its position is not tracked
 };
 
 
@@ -231,6 +241,22 @@ const char* kind_name(int warp_kind);
 // does for synchronous calls (cudaMemcpy, cudaMalloc, cudaDeviceSynchronize, ...). Given the
 // capturing stream itself (cudaStreamSynchronize), any capture mode refuses.
 cudaError_t capture_forbids(cudaStream_t stream = nullptr);
+// The same check without the lazy mode's draining (cudaEventSynchronize drains only up to
+// its event's record).
+cudaError_t capture_check(cudaStream_t stream = nullptr);
+bool in_replay();                          // inside a graph replay or a lazy node's work
+bool is_created_stream(cudaStream_t s);   // not the legacy or per-thread stream
+// Lazy stream mode (lazy.cpp; sim::set_stream_mode, SIM_STREAMS=lazy). Work queued on a
+// created stream runs only when something forces it, in stream order; a wait node forces the
+// waited stream up to the event's record. So a missing cudaStreamWaitEvent shows up as stale
+// data, which the synchronous default can never show.
+bool lazy_streams();
+// Queues `node` on stream s (not the legacy stream); returns its position (1-based).
+unsigned long long lazy_enqueue(CUstream_st* s, std::function<void()> node);
+unsigned long long lazy_last_enqueued();  // position of this thread's latest lazy_enqueue
+void lazy_drain(CUstream_st* s, unsigned long long upto);  // run s's work up to position upto
+void lazy_drain_all();
+void lazy_forget_stream(CUstream_st* s);  // before delete: events stop pointing at it
 // While one lives on a thread, that thread's synchronous calls are a replay's or an async
 // call's own work, not the program's: capture_forbids lets them through.
 struct ReplayScope {

@@ -155,7 +155,8 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpy
                             cudaStream_t stream) {
   if (!stream_valid(stream)) return set_error(cudaErrorInvalidResourceHandle);
   switch (capture_node(stream, [=] { ReplayScope r; cudaMemcpy(dst, src, count, kind); })) {
-    case CaptureVerdict::Captured: return cudaSuccess;
+    case CaptureVerdict::Captured:
+    case CaptureVerdict::Deferred: return cudaSuccess;
     case CaptureVerdict::Refused: return tl_last_error;
     case CaptureVerdict::Run: break;
   }
@@ -193,7 +194,8 @@ cudaError_t cudaMemset(void* p, int value, size_t count) {
 cudaError_t cudaMemsetAsync(void* p, int value, size_t count, cudaStream_t stream) {
   if (!stream_valid(stream)) return set_error(cudaErrorInvalidResourceHandle);
   switch (capture_node(stream, [=] { ReplayScope r; cudaMemset(p, value, count); })) {
-    case CaptureVerdict::Captured: return cudaSuccess;
+    case CaptureVerdict::Captured:
+    case CaptureVerdict::Deferred: return cudaSuccess;
     case CaptureVerdict::Refused: return tl_last_error;
     case CaptureVerdict::Run: break;
   }

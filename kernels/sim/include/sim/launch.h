@@ -36,9 +36,15 @@ void* dynamic_shared_base();
 // capture_node: on the capturing stream the launch is stored as a replayable node
 // (Captured); on the legacy default stream under a global-mode capture it is refused with
 // cudaErrorStreamCaptureImplicit and the capture invalidated, as CUDA does (Refused).
-enum class CaptureVerdict { Run, Captured, Refused };
+// In the lazy stream mode (sim::set_stream_mode) work on a created stream is queued instead
+// of run (Deferred), so capture_node is consulted then too.
+enum class CaptureVerdict { Run, Captured, Refused, Deferred };
 extern std::atomic<int> g_active_captures;
-inline bool capture_active() { return g_active_captures.load(std::memory_order_relaxed) > 0; }
+extern std::atomic<bool> g_lazy_streams;
+inline bool capture_active() {
+  return g_active_captures.load(std::memory_order_relaxed) > 0 ||
+         g_lazy_streams.load(std::memory_order_relaxed);
+}
 CaptureVerdict capture_node(cudaStream_t stream, std::function<void()> node);
 
 template <class T>

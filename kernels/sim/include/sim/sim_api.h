@@ -18,6 +18,13 @@ FaultMode fault_mode();
 std::string last_fault();  // "" if none since the last reset()
 void reset();              // same as cudaDeviceReset()
 
+// Streams: Sync (default) runs all work at the call; Lazy queues work on created streams
+// until a synchronising call, an event wait or the legacy stream forces it, exposing a
+// missing cudaStreamWaitEvent. SIM_STREAMS=lazy selects Lazy at start. Switching drains.
+enum class StreamMode { Sync, Lazy };
+void set_stream_mode(StreamMode m);
+StreamMode stream_mode();
+
 void set_workers(int n);  // resize the worker pool at run time (tests)
 int workers();
 

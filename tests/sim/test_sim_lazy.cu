@@ -1,0 +1,155 @@
+// The emulator's lazy stream mode (kernels/sim/runtime/lazy.cpp): work on a created stream
+// waits until something forces it, so a consumer stream that forgets cudaStreamWaitEvent
+// reads stale data, and one that waits reads the producer's result. Emulator only (the mode
+// is the emulator's; on a GPU the same programs are timing-dependent).
+#include <vector>
+
+#include "sim_test_util.h"
+
+#ifdef SIM_EMULATOR
+namespace {
+
+using simtest::DeviceBuffer;
+
+__global__ void fill_kernel(int* v, int n, int value) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) v[i] = value;
+}
+__global__ void add_kernel(int* v, int n, int amount) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) v[i] += amount;
+}
+
+class SimLazy : public simtest::SimTest {
+ protected:
+  void SetUp() override {
+    simtest::SimTest::SetUp();
+    saved_ = sim::stream_mode();
+    sim::set_stream_mode(sim::StreamMode::Lazy);
+    ASSERT_CUDA_OK(cudaStreamCreate(&producer_));
+    ASSERT_CUDA_OK(cudaStreamCreate(&consumer_));
+    ASSERT_CUDA_OK(cudaEventCreateWithFlags(&ev_, cudaEventDisableTiming));
+  }
+  void TearDown() override {
+    (void)cudaGetLastError();
+    cudaEventDestroy(ev_);
+    cudaStreamDestroy(producer_);
+    cudaStreamDestroy(consumer_);
+    sim::set_stream_mode(saved_);
+    simtest::SimTest::TearDown();
+  }
+  // producer: v = 7; consumer: copy v to host (with or without waiting for the producer).
+  std::vector<int> produce_then_copy(bool wait) {
+    const int n = 64;
+    DeviceBuffer<int> v(std::vector<int>(n, 1));
+    std::vector<int> host(n, -1);
+    fill_kernel<<<2, 32, 0, producer_>>>(v.get(), n, 7);
+    EXPECT_CUDA_OK(cudaEventRecord(ev_, producer_));
+    if (wait) {
+      EXPECT_CUDA_OK(cudaStreamWaitEvent(consumer_, ev_, 0));
+    }
+    EXPECT_CUDA_OK(cudaMemcpyAsync(host.data(), v.get(), n * sizeof(int), cudaMemcpyDeviceToHost,
+                                   consumer_));
+    EXPECT_CUDA_OK(cudaStreamSynchronize(consumer_));
+    const std::vector<int> seen = host;
+    EXPECT_CUDA_OK(cudaDeviceSynchronize());  // the producer's work runs before v is freed
+    EXPECT_EQ(v.download(), std::vector<int>(n, 7));
+    return seen;
+  }
+  sim::StreamMode saved_ = sim::StreamMode::Sync;
+  cudaStream_t producer_ = nullptr, consumer_ = nullptr;
+  cudaEvent_t ev_ = nullptr;
+};
+
+TEST_F(SimLazy, MissingWaitReadsStaleDataAndTheWaitFixesIt) {
+  EXPECT_EQ(produce_then_copy(false), std::vector<int>(64, 1));  // the bug is visible
+  EXPECT_EQ(produce_then_copy(true), std::vector<int>(64, 7));
+}
+
+TEST_F(SimLazy, NothingRunsUntilForcedThenInStreamOrder) {
+  const int n = 40;
+  DeviceBuffer<int> v(std::vector<int>(n, 0));
+  std::vector<int> host(n, -1);
+  fill_kernel<<<1, 64, 0, producer_>>>(v.get(), n, 3);
+  add_kernel<<<1, 64, 0, producer_>>>(v.get(), n, 4);
+  ASSERT_CUDA_OK(cudaMemcpyAsync(host.data(), v.get(), n * sizeof(int), cudaMemcpyDeviceToHost,
+                                 producer_));
+  EXPECT_EQ(host, std::vector<int>(n, -1));  // queued, not run
+  ASSERT_CUDA_OK(cudaStreamSynchronize(producer_));
+  EXPECT_EQ(host, std::vector<int>(n, 7));
+}
+
+TEST_F(SimLazy, EventSynchronizeRunsOnlyUpToTheRecord) {
+  const int n = 16;
+  DeviceBuffer<int> v(std::vector<int>(n, 0));
+  std::vector<int> host(n, -1);
+  ASSERT_CUDA_OK(cudaMemcpyAsync(host.data(), v.get(), n * sizeof(int), cudaMemcpyDeviceToHost,
+                                 producer_));
+  ASSERT_CUDA_OK(cudaEventRecord(ev_, producer_));
+  fill_kernel<<<1, 32, 0, producer_>>>(v.get(), n, 9);  // after the record
+  ASSERT_CUDA_OK(cudaEventSynchronize(ev_));
+  EXPECT_EQ(host, std::vector<int>(n, 0));
+  ASSERT_CUDA_OK(cudaEventQuery(ev_));  // done: a query also makes progress
+  ASSERT_CUDA_OK(cudaStreamSynchronize(producer_));
+  EXPECT_EQ(v.download(), std::vector<int>(n, 9));
+}
+
+TEST_F(SimLazy, SynchronousCallsAndTheLegacyStreamRunEverything) {
+  const int n = 8;
+  DeviceBuffer<int> a(std::vector<int>(n, 0)), b(std::vector<int>(n, 0));
+  std::vector<int> host(n, -1);
+  fill_kernel<<<1, 8, 0, producer_>>>(a.get(), n, 5);
+  fill_kernel<<<1, 8, 0, consumer_>>>(b.get(), n, 6);
+  ASSERT_CUDA_OK(cudaMemcpy(host.data(), a.get(), n * sizeof(int), cudaMemcpyDeviceToHost));
+  EXPECT_EQ(host, std::vector<int>(n, 5));
+  ASSERT_CUDA_OK(cudaMemcpy(host.data(), b.get(), n * sizeof(int), cudaMemcpyDeviceToHost));
+  EXPECT_EQ(host, std::vector<int>(n, 6));
+  add_kernel<<<1, 8, 0, producer_>>>(a.get(), n, 1);
+  add_kernel<<<1, 8>>>(a.get(), n, 10);  // legacy stream: after the producer's add
+  ASSERT_CUDA_OK(cudaDeviceSynchronize());
+  EXPECT_EQ(a.download(), std::vector<int>(n, 16));
+}
+
+TEST_F(SimLazy, GraphLaunchIsQueuedLikeAnyWork) {
+  const int n = 32;
+  DeviceBuffer<int> v(std::vector<int>(n, 1));
+  ASSERT_CUDA_OK(cudaStreamBeginCapture(producer_, cudaStreamCaptureModeGlobal));
+  add_kernel<<<1, 32, 0, producer_>>>(v.get(), n, 2);
+  cudaGraph_t g = nullptr;
+  ASSERT_CUDA_OK(cudaStreamEndCapture(producer_, &g));
+  cudaGraphExec_t x = nullptr;
+  ASSERT_CUDA_OK(cudaGraphInstantiate(&x, g, 0));
+  ASSERT_CUDA_OK(cudaGraphLaunch(x, producer_));
+  ASSERT_CUDA_OK(cudaGraphLaunch(x, producer_));
+  ASSERT_CUDA_OK(cudaGraphExecDestroy(x));  // legal before the launches ran
+  ASSERT_CUDA_OK(cudaGraphDestroy(g));
+  ASSERT_CUDA_OK(cudaEventRecord(ev_, producer_));
+  ASSERT_CUDA_OK(cudaStreamWaitEvent(consumer_, ev_, 0));
+  std::vector<int> host(n, -1);
+  ASSERT_CUDA_OK(cudaMemcpyAsync(host.data(), v.get(), n * sizeof(int), cudaMemcpyDeviceToHost,
+                                 consumer_));
+  ASSERT_CUDA_OK(cudaStreamSynchronize(consumer_));
+  EXPECT_EQ(host, std::vector<int>(n, 5));
+}
+
+TEST_F(SimLazy, DestroyingAStreamRunsItsWorkAndSwitchingToSyncDrains) {
+  const int n = 8;
+  DeviceBuffer<int> v(std::vector<int>(n, 0));
+  cudaStream_t s = nullptr;
+  ASSERT_CUDA_OK(cudaStreamCreate(&s));
+  fill_kernel<<<1, 8, 0, s>>>(v.get(), n, 4);
+  ASSERT_CUDA_OK(cudaEventRecord(ev_, s));
+  ASSERT_CUDA_OK(cudaStreamDestroy(s));
+  ASSERT_CUDA_OK(cudaEventSynchronize(ev_));  // the event outlives its stream
+  EXPECT_EQ(v.download(), std::vector<int>(n, 4));
+  add_kernel<<<1, 8, 0, producer_>>>(v.get(), n, 1);
+  sim::set_stream_mode(sim::StreamMode::Sync);
+  EXPECT_EQ(sim::stream_mode(), sim::StreamMode::Sync);
+  std::vector<int> host(n, -1);
+  // No synchronising call: the switch itself ran the queue.
+  std::memcpy(host.data(), v.get(), n * sizeof(int));  // emulator device memory is host memory
+  EXPECT_EQ(host, std::vector<int>(n, 5));
+}
+
+}  // namespace
+#endif  // SIM_EMULATOR
