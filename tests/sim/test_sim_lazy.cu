@@ -19,6 +19,13 @@ __global__ void add_kernel(int* v, int n, int amount) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) v[i] += amount;
 }
+__global__ void scale_kernel(int* v, int n, int factor) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) v[i] *= factor;
+}
+// The emulator's device memory is host memory: a plain read shows what has run so far,
+// without being a synchronising call.
+std::vector<int> peek(const int* p, int n) { return std::vector<int>(p, p + n); }
 
 class SimLazy : public simtest::SimTest {
  protected:
@@ -89,6 +96,7 @@ TEST_F(SimLazy, EventSynchronizeRunsOnlyUpToTheRecord) {
   fill_kernel<<<1, 32, 0, producer_>>>(v.get(), n, 9);  // after the record
   ASSERT_CUDA_OK(cudaEventSynchronize(ev_));
   EXPECT_EQ(host, std::vector<int>(n, 0));
+  EXPECT_EQ(peek(v.get(), n), std::vector<int>(n, 0));  // the fill after the record: not yet
   ASSERT_CUDA_OK(cudaEventQuery(ev_));  // done: a query also makes progress
   ASSERT_CUDA_OK(cudaStreamSynchronize(producer_));
   EXPECT_EQ(v.download(), std::vector<int>(n, 9));
@@ -105,9 +113,11 @@ TEST_F(SimLazy, SynchronousCallsAndTheLegacyStreamRunEverything) {
   ASSERT_CUDA_OK(cudaMemcpy(host.data(), b.get(), n * sizeof(int), cudaMemcpyDeviceToHost));
   EXPECT_EQ(host, std::vector<int>(n, 6));
   add_kernel<<<1, 8, 0, producer_>>>(a.get(), n, 1);
-  add_kernel<<<1, 8>>>(a.get(), n, 10);  // legacy stream: after the producer's add
+  EXPECT_EQ(peek(a.get(), n), std::vector<int>(n, 5));  // queued
+  scale_kernel<<<1, 8>>>(a.get(), n, 10);  // legacy stream: after the producer's add
+  EXPECT_EQ(peek(a.get(), n), std::vector<int>(n, 60));  // (5 + 1) * 10, at the launch
   ASSERT_CUDA_OK(cudaDeviceSynchronize());
-  EXPECT_EQ(a.download(), std::vector<int>(n, 16));
+  EXPECT_EQ(a.download(), std::vector<int>(n, 60));
 }
 
 TEST_F(SimLazy, GraphLaunchIsQueuedLikeAnyWork) {
@@ -123,6 +133,7 @@ TEST_F(SimLazy, GraphLaunchIsQueuedLikeAnyWork) {
   ASSERT_CUDA_OK(cudaGraphLaunch(x, producer_));
   ASSERT_CUDA_OK(cudaGraphExecDestroy(x));  // legal before the launches ran
   ASSERT_CUDA_OK(cudaGraphDestroy(g));
+  EXPECT_EQ(peek(v.get(), n), std::vector<int>(n, 1));  // both launches queued, not run
   ASSERT_CUDA_OK(cudaEventRecord(ev_, producer_));
   ASSERT_CUDA_OK(cudaStreamWaitEvent(consumer_, ev_, 0));
   std::vector<int> host(n, -1);
@@ -130,6 +141,28 @@ TEST_F(SimLazy, GraphLaunchIsQueuedLikeAnyWork) {
                                  consumer_));
   ASSERT_CUDA_OK(cudaStreamSynchronize(consumer_));
   EXPECT_EQ(host, std::vector<int>(n, 5));
+}
+
+// CUDA allows destroying an event whose record is still queued (the record node must not
+// write to a freed event: make test SANITIZE=1 runs this under AddressSanitizer), and
+// freeing pinned memory a queued copy still targets runs the copy first.
+TEST_F(SimLazy, EventDestroyAndFreeHostRunTheWorkThatNeedsThem) {
+  const int n = 8;
+  DeviceBuffer<int> v(std::vector<int>(n, 3));
+  cudaEvent_t e = nullptr;
+  ASSERT_CUDA_OK(cudaEventCreate(&e));
+  fill_kernel<<<1, 8, 0, producer_>>>(v.get(), n, 8);
+  ASSERT_CUDA_OK(cudaEventRecord(e, producer_));
+  ASSERT_CUDA_OK(cudaEventDestroy(e));
+  EXPECT_EQ(peek(v.get(), n), std::vector<int>(n, 8));
+  int* pinned = nullptr;
+  ASSERT_CUDA_OK(cudaMallocHost(&pinned, n * sizeof(int)));
+  ASSERT_CUDA_OK(cudaMemcpyAsync(pinned, v.get(), n * sizeof(int), cudaMemcpyDeviceToHost, consumer_));
+  std::vector<int> host(n, -1);
+  ASSERT_CUDA_OK(cudaMemcpyAsync(host.data(), pinned, n * sizeof(int), cudaMemcpyHostToHost, consumer_));
+  EXPECT_EQ(host, std::vector<int>(n, 8));  // host to host: synchronous, after the D2H
+  ASSERT_CUDA_OK(cudaFreeHost(pinned));
+  ASSERT_CUDA_OK(cudaStreamSynchronize(consumer_));
 }
 
 TEST_F(SimLazy, DestroyingAStreamRunsItsWorkAndSwitchingToSyncDrains) {

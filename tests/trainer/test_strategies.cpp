@@ -110,12 +110,13 @@ TEST(Strategies, DeviceAndHostStagedMpiGiveIdenticalWeights) {
 // compute and copy streams runs only when an event wait or a sync forces it, so a missing
 // cudaStreamWaitEvent / event sync in the overlap, graph or device-pointer paths would hand
 // MPI or the host stale gradients. Each variant must give the bits of the synchronous run.
-class LazyStreams {
+// (make test's 2-rank run sets SIM_STREAMS=lazy for everything, so the baseline is forced.)
+class StreamMode {
  public:
-  LazyStreams() : saved_(sim::stream_mode()) { sim::set_stream_mode(sim::StreamMode::Lazy); }
-  ~LazyStreams() { sim::set_stream_mode(saved_); }
-  LazyStreams(const LazyStreams&) = delete;
-  LazyStreams& operator=(const LazyStreams&) = delete;
+  explicit StreamMode(sim::StreamMode m) : saved_(sim::stream_mode()) { sim::set_stream_mode(m); }
+  ~StreamMode() { sim::set_stream_mode(saved_); }
+  StreamMode(const StreamMode&) = delete;
+  StreamMode& operator=(const StreamMode&) = delete;
 
  private:
   sim::StreamMode saved_;
@@ -144,11 +145,14 @@ TEST(Strategies, LazyStreamsGiveTheSynchronousWeightsOnEveryPath) {
     c.overlap = v.overlap;
     c.graph = v.graph;
     c.mpi_device = v.mpi_device;
-    const auto sync = train_on<float>(c, d, nullptr);
-    expect_verified<float>(sync);
-    TrainResult lazy;
+    TrainResult sync, lazy;
     {
-      LazyStreams on;
+      StreamMode mode(sim::StreamMode::Sync);
+      sync = train_on<float>(c, d, nullptr);
+    }
+    expect_verified<float>(sync);
+    {
+      StreamMode mode(sim::StreamMode::Lazy);
       lazy = train_on<float>(c, d, nullptr);
     }
     expect_verified<float>(lazy);

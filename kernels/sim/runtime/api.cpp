@@ -329,6 +329,9 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) {
 }
 cudaError_t cudaEventDestroy(cudaEvent_t e) {
   SIM_STICKY_CHECK();
+  // CUDA allows destroying an event whose record has not happened yet; the queued record
+  // node writes to the event, so in the lazy mode it runs first.
+  if (lazy_streams() && event_valid(e) && e->lazy_stream) lazy_drain(e->lazy_stream, e->lazy_seq);
   std::lock_guard<std::mutex> lk(G().m);
   if (!G().events.erase(e)) return set_error(cudaErrorInvalidResourceHandle);
   delete e;

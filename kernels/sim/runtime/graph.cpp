@@ -87,8 +87,16 @@ cudaError_t capture_forbids(cudaStream_t stream) {
       lazy_drain(stream, std::numeric_limits<unsigned long long>::max());
     else
       lazy_drain_all();
+    // A fault in the work just run is this call's error, as on a GPU.
+    if (const cudaError_t e = sticky_error()) return set_error(e);
   }
   return cudaSuccess;
+}
+
+bool capture_active_on(cudaStream_t stream) {
+  if (g_active_captures.load(std::memory_order_relaxed) == 0) return false;
+  std::lock_guard<std::mutex> lk(GS().m);
+  return GS().captures.count(stream) != 0;
 }
 
 CaptureVerdict capture_node(cudaStream_t stream, std::function<void()> node) {
@@ -201,10 +209,13 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t x, cudaStream_t s) {
   if (lazy_streams() && tl_replay_depth == 0) {
     if (is_created_stream(s)) {  // queued whole; its nodes were snapshotted at instantiation
       lazy_enqueue(s, [nodes = x->nodes]() mutable {
+        const cudaError_t before = tl_last_error;  // as below: an unread error stays unread
+        tl_last_error = cudaSuccess;
         for (auto& node : nodes) {
           node();
           if (sticky_error() != cudaSuccess || tl_last_error != cudaSuccess) return;
         }
+        tl_last_error = before;
       });
       return cudaSuccess;
     }

@@ -246,6 +246,7 @@ cudaError_t capture_forbids(cudaStream_t stream = nullptr);
 cudaError_t capture_check(cudaStream_t stream = nullptr);
 bool in_replay();                          // inside a graph replay or a lazy node's work
 bool is_created_stream(cudaStream_t s);   // not the legacy or per-thread stream
+bool capture_active_on(cudaStream_t s);   // s is being captured into a graph
 // Lazy stream mode (lazy.cpp; sim::set_stream_mode, SIM_STREAMS=lazy). Work queued on a
 // created stream runs only when something forces it, in stream order; a wait node forces the
 // waited stream up to the event's record. So a missing cudaStreamWaitEvent shows up as stale
@@ -257,6 +258,8 @@ unsigned long long lazy_last_enqueued();  // position of this thread's latest la
 void lazy_drain(CUstream_st* s, unsigned long long upto);  // run s's work up to position upto
 void lazy_drain_all();
 void lazy_forget_stream(CUstream_st* s);  // before delete: events stop pointing at it
+// The queues assume one host thread drives a given stream at a time (as the trainer does per
+// rank): a drain on another thread may return while this one still runs a node.
 // While one lives on a thread, that thread's synchronous calls are a replay's or an async
 // call's own work, not the program's: capture_forbids lets them through.
 struct ReplayScope {

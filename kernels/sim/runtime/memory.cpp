@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <limits>
+
 #include "internal.h"
 
 namespace sim::detail {
@@ -140,7 +142,10 @@ cudaError_t cudaFree(void* p) {
   if (const cudaError_t e = capture_forbids()) return e;
   return release(p, false);
 }
-cudaError_t cudaFreeHost(void* p) { return release(p, true); }
+cudaError_t cudaFreeHost(void* p) {
+  if (lazy_streams() && !in_replay()) lazy_drain_all();  // queued copies may target it
+  return release(p, true);
+}
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
   if (const cudaError_t e = sticky_error()) return set_error(e);
@@ -154,6 +159,16 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind 
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind kind,
                             cudaStream_t stream) {
   if (!stream_valid(stream)) return set_error(cudaErrorInvalidResourceHandle);
+  // Host-to-host copies are fully synchronous with the host in CUDA: in the lazy mode the
+  // stream's earlier work runs first, then the copy, at the call.
+  if (kind == cudaMemcpyHostToHost && lazy_streams() && !in_replay() && !capture_active_on(stream)) {
+    if (is_created_stream(stream))
+      lazy_drain(stream, std::numeric_limits<unsigned long long>::max());
+    else
+      lazy_drain_all();
+    ReplayScope r;
+    return cudaMemcpy(dst, src, count, kind);
+  }
   switch (capture_node(stream, [=] { ReplayScope r; cudaMemcpy(dst, src, count, kind); })) {
     case CaptureVerdict::Captured:
     case CaptureVerdict::Deferred: return cudaSuccess;
@@ -206,6 +221,9 @@ cudaError_t cudaMemsetAsync(void* p, int value, size_t count, cudaStream_t strea
 cudaError_t sim_cudaMemcpySymbol(void* symbol, size_t symbol_size, void* buf, size_t count,
                                  size_t offset, cudaMemcpyKind kind, int to_symbol) {
   if (const cudaError_t e = sticky_error()) return set_error(e);
+  // Symbol copies run at the call (also the *Async forms); in the lazy mode all queued work
+  // runs first, so a queued kernel never sees a value written after its launch.
+  if (lazy_streams() && !in_replay()) lazy_drain_all();
   if (offset > symbol_size || count > symbol_size - offset || (count && !buf))
     return set_error(cudaErrorInvalidValue);
   const bool ok_kind = to_symbol ? (kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice ||
