@@ -41,8 +41,8 @@ PHASE_COLORS = {"forward": "#4c72b0", "backward": "#55a868", "d2h": "#c44e52",
 DPI = 130
 
 
-def warn(msg):
-    print("plots.py: warning: " + msg, file=sys.stderr)
+def warn(msg):  # named after the running script (bench/scaling_plot.py imports this)
+    print("%s: warning: %s" % (os.path.basename(sys.argv[0]) or "plots.py", msg), file=sys.stderr)
 
 
 def num(x):

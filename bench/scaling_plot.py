@@ -19,45 +19,31 @@ Titles name the build and device; emulator runs say "emulator (CPU), not GPU per
 A plot without data still gets a PNG that says what is missing.
 """
 import argparse
-import csv
 import math
 import os
 import statistics
 import sys
 
-try:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-except ImportError:
-    sys.exit("error: matplotlib is not importable by %s "
-             "(Debian: apt-get install python3-matplotlib)" % sys.executable)
+# The helpers shared with bench/plots.py (matplotlib setup with the Agg backend, number
+# parsing, saving, the "no data" PNG, the emulator note) live there.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from plots import EMU_NOTE, empty_plot, num, plt, save  # noqa: E402
+import plots  # noqa: E402
 
-EMU_NOTE = "emulator (CPU), not GPU performance"
-DPI = 130
 STYLE = {"allreduce": ("#4c72b0", "o"), "ps": ("#c44e52", "s"), "model": ("#55a868", "^")}
 EXTRA = [("#8172b2", "D"), ("#ccb974", "v"), ("#64b5cd", "P")]
 
 
-def warn(msg):
-    print("scaling_plot.py: warning: " + msg, file=sys.stderr)
-
-
-def num(x):
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
+warn = plots.warn
 
 
 def read_csv(path):
+    """Rows of a CSV file; [] with a warning when it does not exist (a partial study)."""
     if not path or not os.path.exists(path):
         if path:
             warn("%s: not found" % path)
         return []
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
+    return plots.read_csv(path)
 
 
 def label_of(rows):
@@ -67,24 +53,6 @@ def label_of(rows):
     if any(b == "emulator" or "emulator" in d.lower() for b, d in pairs):
         text += "\n" + EMU_NOTE
     return text
-
-
-def save(fig, out_dir, name):
-    os.makedirs(out_dir, exist_ok=True)
-    path = os.path.join(out_dir, name)
-    fig.savefig(path, dpi=DPI)
-    plt.close(fig)
-    print("wrote " + path)
-
-
-def empty_plot(out_dir, name, title, message):
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    ax.axis("off")
-    ax.text(0.5, 0.5, message, ha="center", va="center", fontsize=12, wrap=True,
-            transform=ax.transAxes)
-    fig.suptitle(title, fontsize=12)
-    warn("%s: %s" % (name, message))
-    save(fig, out_dir, name)
 
 
 def style(strategy, index):
