@@ -19,7 +19,6 @@ Titles name the build and device; emulator runs say "emulator (CPU), not GPU per
 A plot without data still gets a PNG that says what is missing.
 """
 import argparse
-import math
 import os
 import statistics
 import sys
