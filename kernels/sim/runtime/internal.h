@@ -282,6 +282,10 @@ void reset_func_attributes();
 
 // ---- memory registry (memory.cpp) ----
 bool is_kernel_accessible(const void* p);
+// The address device work uses for p (its allocation's device view; p when p is not device
+// memory). Host-side implementations of device work (copies, the emulated cuBLAS) call it on
+// every device pointer before touching memory.
+void* device_view(const void* p);
 void free_all_allocations();
 // ---- streams/events (state.cpp) ----
 bool stream_valid(cudaStream_t s);

@@ -25,6 +25,14 @@ enum class StreamMode { Sync, Lazy };
 void set_stream_mode(StreamMode m);
 StreamMode stream_mode();
 
+// Device memory is fenced from host code: the address cudaMalloc returns faults when host
+// code dereferences it, as on a GPU. Emulated device work (kernels, copies, the emulated
+// cuBLAS) reaches the same bytes through the allocation's device view. device_view(p) is
+// that address for device memory (p itself for host, managed or unknown memory). Only code
+// that models a library with its own device access may use it -- the project's emulated
+// CUDA-aware MPI (src/comm) does; ordinary host code never should.
+void* device_view(const void* p);
+
 void set_workers(int n);  // resize the worker pool at run time (tests)
 int workers();
 
