@@ -1,6 +1,7 @@
 // Thin RAII and helper layer over MPI (the only MPI user in the project).
 // Tested by tests/comm/test_comm.cpp under mpirun at 1-4 ranks.
 #include "comm/comm.h"
+#include "comm/mpi_buffer.h"
 
 #include <mpi.h>
 
@@ -139,8 +140,8 @@ template <class T>
 void allreduce_sum_impl(T* buf, std::size_t n, MPI_Datatype type) {
   for (std::size_t done = 0; done < n;) {
     const std::size_t m = std::min(kMaxCount, n - done);
-    check(MPI_Allreduce(MPI_IN_PLACE, buf + done, static_cast<int>(m), type, MPI_SUM,
-                        MPI_COMM_WORLD),
+    check(MPI_Allreduce(MPI_IN_PLACE, detail::mpi_buffer(buf + done), static_cast<int>(m), type,
+                        MPI_SUM, MPI_COMM_WORLD),
           "MPI_Allreduce");
     done += m;
   }
@@ -155,7 +156,8 @@ void broadcast_bytes(void* p, std::size_t n) {
   auto* b = static_cast<unsigned char*>(p);
   for (std::size_t done = 0; done < n;) {
     const std::size_t m = std::min(kMaxCount, n - done);
-    check(MPI_Bcast(b + done, static_cast<int>(m), MPI_BYTE, 0, MPI_COMM_WORLD), "MPI_Bcast");
+    check(MPI_Bcast(detail::mpi_buffer(b + done), static_cast<int>(m), MPI_BYTE, 0, MPI_COMM_WORLD),
+          "MPI_Bcast");
     done += m;
   }
 }

@@ -75,8 +75,8 @@ void ps_sum(double* buf, std::size_t n);
 // may differ per rank (model parallelism: each rank's slice of the hidden layer).
 std::vector<double> gather_to_root(const std::vector<double>& mine);
 // Can MPI read and write device memory (CUDA-aware MPI, MPIX_Query_cuda_support)?
-// "" if yes, else why not. In the emulator build device memory is host memory, so MPI can
-// always use it, unless SIM_MPI_CUDA_AWARE=0 pretends otherwise (to test the refusal).
+// "" if yes, else why not. The emulator build models a CUDA-aware MPI (src/comm/mpi_buffer.h)
+// unless SIM_MPI_CUDA_AWARE=0 pretends otherwise (to test the refusal).
 std::string device_pointer_support();
 
 // Rank 0's n bytes at p reach every rank (p must hold n bytes everywhere); chunked past INT_MAX.

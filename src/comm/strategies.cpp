@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "comm/comm.h"
+#include "comm/mpi_buffer.h"
 
 namespace nn::comm {
 namespace {
@@ -80,7 +81,7 @@ Request iallreduce_impl(T* buf, std::size_t n) {
   for (std::size_t done = 0; done < n;) {
     const std::size_t m = std::min(kMaxCount, n - done);
     MPI_Request q;
-    check(MPI_Iallreduce(MPI_IN_PLACE, buf + done, static_cast<int>(m), mpi_type<T>(), MPI_SUM,
+    check(MPI_Iallreduce(MPI_IN_PLACE, detail::mpi_buffer(buf + done), static_cast<int>(m), mpi_type<T>(), MPI_SUM,
                          MPI_COMM_WORLD, &q),
           "MPI_Iallreduce");
     r.impl().reqs.push_back(q);
@@ -104,8 +105,9 @@ void ps_sum_impl(T* buf, std::size_t n) {
   const int count = static_cast<int>(n);
   constexpr int kTagUp = 71, kTagDown = 72;
   if (r != 0) {
-    check(MPI_Send(buf, count, mpi_type<T>(), 0, kTagUp, MPI_COMM_WORLD), "MPI_Send");
-    check(MPI_Recv(buf, count, mpi_type<T>(), 0, kTagDown, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+    check(MPI_Send(detail::mpi_buffer(buf), count, mpi_type<T>(), 0, kTagUp, MPI_COMM_WORLD),
+          "MPI_Send");
+    check(MPI_Recv(detail::mpi_buffer(buf), count, mpi_type<T>(), 0, kTagDown, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
           "MPI_Recv");
     return;
   }
@@ -119,7 +121,8 @@ void ps_sum_impl(T* buf, std::size_t n) {
     for (std::size_t i = 0; i < n; ++i) buf[i] += incoming[i];
   }
   for (int q = 1; q < p; ++q)
-    check(MPI_Send(buf, count, mpi_type<T>(), q, kTagDown, MPI_COMM_WORLD), "MPI_Send");
+    check(MPI_Send(detail::mpi_buffer(buf), count, mpi_type<T>(), q, kTagDown, MPI_COMM_WORLD),
+          "MPI_Send");
 }
 }  // namespace
 

@@ -95,8 +95,8 @@ TEST(Strategies, GraphOnAndOffGiveIdenticalWeights) {
 }
 
 TEST(Strategies, DeviceAndHostStagedMpiGiveIdenticalWeights) {
-  // The emulator's device memory is host memory, so MPI takes the device pointers as a
-  // CUDA-aware MPI would; the reductions are the same operations on the same values.
+  // The emulated CUDA-aware MPI reaches the device pointers through their device views
+  // (src/comm/mpi_buffer.h); the reductions are the same operations on the same values.
   for (Strategy st : {Strategy::Allreduce, Strategy::Model}) {
     SCOPED_TRACE(strategy_name(st));
     Config c = small_config(6, 7, 2);

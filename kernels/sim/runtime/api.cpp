@@ -184,7 +184,8 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
 cudaError_t cudaDeviceSynchronize(void) {
   SIM_STICKY_CHECK();
   if (const cudaError_t e = capture_forbids()) return e;
-  return cudaSuccess;
+  check_all_redzones("cudaDeviceSynchronize");
+  return sticky_error();
 }
 cudaError_t cudaDeviceReset(void) {
   free_all_allocations();

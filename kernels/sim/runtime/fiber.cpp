@@ -35,44 +35,36 @@ void fiber_entry_fc(boost::context::detail::transfer_t t) {
   }
 }
 #endif
-// A kernel thread that overflows its fiber stack hits the guard page: say so.
-// Installed only where nobody (e.g. AddressSanitizer) handles SIGSEGV already.
-void segv_handler(int sig, siginfo_t* si, void*) {
+}  // namespace
+
+// A kernel thread that overflows its fiber stack hits the guard page: say so (called by the
+// SIGSEGV handler in devmem.cpp).
+bool describe_stack_overflow(uintptr_t addr) {
   const Worker* w = tl_worker;
-  const char* a = static_cast<const char*>(si->si_addr);
-  if (w) {
-    for (int i = 0; i < w->nfibers; ++i) {
-      const Fiber& f = w->fibers[i];
-      if (a >= f.map && a < f.stack_lo + 4096) {
-        char buf[512];
-        const int n = std::snprintf(
-            buf, sizeof buf,
-            "sim: fiber stack overflow in kernel '%s' (launched at %s:%d): a thread used more "
-            "than its %zu KiB stack; raise SIM_STACK_KB\n",
-            w->L ? w->L->name : "?", w->L ? w->L->file : "?", w->L ? w->L->line : 0,
-            settings().stack_bytes / 1024);
-        if (n > 0) (void)!write(2, buf, static_cast<size_t>(n));
-        break;
-      }
+  const char* a = reinterpret_cast<const char*>(addr);
+  if (!w) return false;
+  for (int i = 0; i < w->nfibers; ++i) {
+    const Fiber& f = w->fibers[i];
+    if (a >= f.map && a < f.stack_lo + 4096) {
+      char buf[512];
+      const int n = std::snprintf(
+          buf, sizeof buf,
+          "sim: fiber stack overflow in kernel '%s' (launched at %s:%d): a thread used more "
+          "than its %zu KiB stack; raise SIM_STACK_KB\n",
+          w->L ? w->L->name : "?", w->L ? w->L->file : "?", w->L ? w->L->line : 0,
+          settings().stack_bytes / 1024);
+      if (n > 0) (void)!write(2, buf, static_cast<size_t>(n));
+      return true;
     }
   }
-  signal(sig, SIG_DFL);  // returning re-raises the fault with the default action
+  return false;
 }
 
+namespace {
+// The handler runs on an alternate stack: a fiber that overflowed has none left.
 void install_overflow_handler() {
-  static std::once_flag once;
-  static bool installed = false;
-  std::call_once(once, [] {
-    struct sigaction old {};
-    if (sigaction(SIGSEGV, nullptr, &old) != 0) return;
-    if ((old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL) return;
-    struct sigaction sa {};
-    sa.sa_sigaction = segv_handler;
-    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
-    sigemptyset(&sa.sa_mask);
-    installed = sigaction(SIGSEGV, &sa, nullptr) == 0;
-  });
-  if (!installed) return;
+  install_segv_handler();
+
   stack_t cur {};
   if (sigaltstack(nullptr, &cur) == 0 && !(cur.ss_flags & SS_DISABLE)) return;  // has one
   thread_local std::unique_ptr<char[]> alt(new char[65536]);

@@ -280,8 +280,45 @@ void record_static_smem(const std::string& key, size_t bytes);
 void refuse_launch(Launch& L, const std::string& msg);
 void reset_func_attributes();
 
+// ---- device memory views (devmem.cpp) ----
+// A cudaMalloc allocation is one memfd mapped twice: `host` (PROT_NONE; the program's
+// pointer is host + kRedzone) and `dev` (read-write between two guard pages; device work uses
+// dev + kRedzone). Both views hold kRedzone bytes of kRedzoneByte before the data and at
+// least kRedzone after it, up to file_bytes.
+struct DeviceMapping {
+  char* host = nullptr;
+  char* dev = nullptr;
+  size_t file_bytes = 0;
+};
+constexpr size_t kRedzone = 256;  // also keeps cudaMalloc's 256-byte alignment
+constexpr unsigned char kRedzoneByte = 0xFB;
+bool map_device(size_t size, DeviceMapping* m);  // false: out of memory
+void unmap_device(const DeviceMapping& m);
+// "" if both red zones are intact; else what was overwritten (and the zones are restored).
+std::string check_redzones(const DeviceMapping& m, size_t size);
+void close_opened_host_views();  // after a launch: re-fence host views a kernel had to open
+void install_segv_handler();
+// For the SIGSEGV handler (lock-free or try-lock only): the allocation whose host view, red
+// zones or guard pages contain address a.
+struct FaultedAlloc {
+  uintptr_t base = 0;       // the program's pointer
+  size_t size = 0;
+  DeviceMapping map;
+  bool in_host_view = false;
+  uintptr_t host_addr = 0;  // a, as an address of the host view (what the program sees)
+};
+bool lookup_fault_address(uintptr_t a, FaultedAlloc* out);
+bool describe_stack_overflow(uintptr_t a);  // fiber.cpp: prints and returns true if a is one
+
 // ---- memory registry (memory.cpp) ----
 bool is_kernel_accessible(const void* p);
+// A kernel's pointer argument: false if it is not device-accessible memory; else *view is the
+// address the kernel uses, and the allocation is remembered for the launch's red-zone check.
+bool resolve_kernel_pointer(const void* p, const void** view);
+// After a launch: report an out-of-bounds write into a red zone of an allocation the launch
+// was given (cudaErrorIllegalAddress, naming the kernel and the allocation).
+void check_launch_redzones(const char* kernel, const char* file, int line);
+void check_all_redzones(const char* when);  // every allocation (cudaDeviceSynchronize)
 // The address device work uses for p (its allocation's device view; p when p is not device
 // memory). Host-side implementations of device work (copies, the emulated cuBLAS) call it on
 // every device pointer before touching memory.

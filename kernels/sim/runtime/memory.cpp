@@ -1,8 +1,11 @@
-// Device memory: each cudaMalloc is its own exact-size, 0xFF-filled heap block (ASan
-// sees kernel overflows); a registry of live allocations checks kernel pointer
-// arguments and cudaMemcpy directions. Tested by tests/sim and examples/checks.cu.
+// Device memory: each cudaMalloc is fenced from host code (runtime/devmem.cpp: a PROT_NONE
+// host view, the address the program gets, and a device view that kernels and copies use),
+// 0xFF-filled, with red zones; pinned and managed memory are plain host memory. A registry of
+// live allocations checks kernel pointer arguments (and translates them to device views) and
+// cudaMemcpy directions. Tested by tests/sim and examples/checks.cu.
 #include <sys/sysinfo.h>
 #include <unistd.h>
+#include <sched.h>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -16,43 +19,76 @@ enum class Kind { Device, Host, Managed, Symbol };
 struct Alloc {
   size_t size;
   Kind kind;
+  DeviceMapping map{};  // Device: its two views
+  char* view() const { return map.dev + kRedzone; }
 };
 std::mutex& mem_mutex() {
-  static std::mutex m;
-  return m;
+  static auto* m = new std::mutex();
+  return *m;
 }
 // Never destroyed: device memory a program does not free stays reachable at exit
 // (no LeakSanitizer report, as with a real device) and usable from static destructors.
+// Keyed by the address the program holds (for device memory: the host view's).
 std::map<uintptr_t, Alloc>& allocs() {
   static auto* a = new std::map<uintptr_t, Alloc>();
   return *a;
 }
-// The allocation that contains p (one past the end counts), or null. Lock held.
-const Alloc* find(const void* p, uintptr_t* base = nullptr) {
-  auto& a = allocs();
-  const uintptr_t x = reinterpret_cast<uintptr_t>(p);
-  auto it = a.upper_bound(x);
-  if (it == a.begin()) return nullptr;
+// Device view of byte 0 -> the program's address, for pointers a kernel computed and the
+// host passes back (they are device memory too).
+std::map<uintptr_t, uintptr_t>& views() {
+  static auto* v = new std::map<uintptr_t, uintptr_t>();
+  return *v;
+}
+template <class M>
+typename M::iterator containing(M& m, uintptr_t x, size_t (*size_of)(const typename M::mapped_type&)) {
+  auto it = m.upper_bound(x);
+  if (it == m.begin()) return m.end();
   --it;
-  if (x > it->first + it->second.size) return nullptr;
-  if (base) *base = it->first;
-  return &it->second;
+  if (x > it->first + size_of(it->second)) return m.end();
+  return it;
+}
+// The allocation that contains p (one past the end counts), or null. *base: its start in the
+// same address space as p; *view: p's device-view address. Lock held.
+Alloc* find(const void* p, uintptr_t* base = nullptr, char** view = nullptr) {
+  const uintptr_t x = reinterpret_cast<uintptr_t>(p);
+  auto& a = allocs();
+  auto it = containing(a, x, +[](const Alloc& al) { return al.size; });
+  if (it != a.end()) {
+    if (base) *base = it->first;
+    if (view) *view = it->second.kind == Kind::Device ? it->second.view() + (x - it->first)
+                                                      : const_cast<char*>(static_cast<const char*>(p));
+    return &it->second;
+  }
+  auto& v = views();
+  auto vit = v.upper_bound(x);
+  if (vit == v.begin()) return nullptr;
+  --vit;
+  Alloc& al = a.at(vit->second);
+  if (x > vit->first + al.size) return nullptr;
+  if (base) *base = vit->first;
+  if (view) *view = const_cast<char*>(static_cast<const char*>(p));
+  return &al;
 }
 bool device_like(Kind k) { return k == Kind::Device || k == Kind::Symbol || k == Kind::Managed; }
 
-// Checks one side of a copy: `dev` says whether the API claims device memory.
-bool side_ok(const void* p, size_t count, bool dev) {
+// Checks one side of a copy: `dev` says whether the API claims device memory. On success *p
+// becomes the address the copy may touch (the device view for device memory).
+template <class P>
+bool side_ok(P*& p, size_t count, bool dev) {
   uintptr_t base = 0;
-  const Alloc* a = find(p, &base);
+  char* view = nullptr;
+  const Alloc* a = find(p, &base, &view);
   if (dev) {
     if (!a || !device_like(a->kind)) return false;
   } else {
     if (a && a->kind == Kind::Device) return false;  // device memory named as host memory
     if (!a) return true;                               // pageable host memory: unknown extent
   }
-  return reinterpret_cast<uintptr_t>(p) + count <= base + a->size;
+  if (reinterpret_cast<uintptr_t>(p) + count > base + a->size) return false;
+  p = reinterpret_cast<P*>(view);
+  return true;
 }
-bool copy_ok(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
+bool copy_ok(void*& dst, const void*& src, size_t count, cudaMemcpyKind kind) {
   std::lock_guard<std::mutex> lk(mem_mutex());
   bool ddev = false, sdev = false;
   switch (kind) {
@@ -76,33 +112,60 @@ cudaError_t fill_alloc(void** out, size_t size, Kind kind) {
     *out = nullptr;
     return cudaSuccess;
   }
-  void* p = std::malloc(size);
+  Alloc al{size, kind};
+  void* p = nullptr;
+  if (kind == Kind::Device) {
+    install_segv_handler();  // host code touching the host view gets a clear message
+    if (map_device(size, &al.map)) p = al.map.host + kRedzone;
+  } else if ((p = std::malloc(size))) {
+    std::memset(p, 0xFF, size);  // fresh memory is all-ones bytes: NaN for float and double
+  }
   if (!p) {
     *out = nullptr;
     return set_error(cudaErrorMemoryAllocation);
   }
-  std::memset(p, 0xFF, size);  // fresh memory is all-ones bytes: NaN for float and double
   {
     std::lock_guard<std::mutex> lk(mem_mutex());
-    allocs()[reinterpret_cast<uintptr_t>(p)] = Alloc{size, kind};
+    allocs()[reinterpret_cast<uintptr_t>(p)] = al;
+    if (kind == Kind::Device)
+      views()[reinterpret_cast<uintptr_t>(al.view())] = reinterpret_cast<uintptr_t>(p);
   }
   *out = p;
   return cudaSuccess;
 }
+void dispose(uintptr_t key, const Alloc& a) {  // lock held
+  if (a.kind == Kind::Device) {
+    views().erase(reinterpret_cast<uintptr_t>(a.view()));
+    unmap_device(a.map);
+  } else if (a.kind != Kind::Symbol) {
+    std::free(reinterpret_cast<void*>(key));
+  }
+}
 cudaError_t release(void* p, bool host) {
   if (const cudaError_t e = sticky_error()) return set_error(e);
   if (!p) return cudaSuccess;
+  std::string bad;
+  size_t size = 0;
   {
     std::lock_guard<std::mutex> lk(mem_mutex());
     auto it = allocs().find(reinterpret_cast<uintptr_t>(p));
     if (it == allocs().end() || it->second.kind == Kind::Symbol ||
         (it->second.kind == Kind::Host) != host)
       return set_error(cudaErrorInvalidValue);
+    if (it->second.kind == Kind::Device) bad = check_redzones(it->second.map, it->second.size);
+    size = it->second.size;
+    dispose(it->first, it->second);
     allocs().erase(it);
   }
-  std::free(p);
+  if (!bad.empty())
+    report_fault(cudaErrorIllegalAddress,
+                 strf("out-of-bounds write into cudaMalloc allocation %p (%zu bytes), found at its "
+                      "cudaFree: %s",
+                      p, size, bad.c_str()));
   return cudaSuccess;
 }
+
+thread_local std::vector<uintptr_t> tl_launch_allocs;
 }  // namespace
 
 bool is_kernel_accessible(const void* p) {
@@ -110,13 +173,98 @@ bool is_kernel_accessible(const void* p) {
   return find(p) != nullptr;
 }
 
-void* device_view(const void* p) { return const_cast<void*>(p); }  // fenced views: next commit
+void* device_view(const void* p) {
+  std::lock_guard<std::mutex> lk(mem_mutex());
+  char* view = nullptr;
+  return find(p, nullptr, &view) ? view : const_cast<void*>(p);
+}
+
+void begin_launch_pointers() { tl_launch_allocs.clear(); }
+
+bool resolve_kernel_pointer(const void* p, const void** out) {
+  std::lock_guard<std::mutex> lk(mem_mutex());
+  uintptr_t base = 0;
+  char* view = nullptr;
+  const Alloc* a = find(p, &base, &view);
+  if (!a) return false;
+  *out = view;
+  if (a->kind == Kind::Device)
+    tl_launch_allocs.push_back(reinterpret_cast<uintptr_t>(a->map.host + kRedzone));
+  return true;
+}
+
+void check_launch_redzones(const char* kernel, const char* file, int line) {
+  std::string msg;
+  {
+    std::lock_guard<std::mutex> lk(mem_mutex());
+    for (size_t i = 0; i < tl_launch_allocs.size(); ++i) {
+      const uintptr_t key = tl_launch_allocs[i];
+      bool seen = false;
+      for (size_t j = 0; j < i && !seen; ++j) seen = tl_launch_allocs[j] == key;
+      auto it = allocs().find(key);
+      if (seen || it == allocs().end()) continue;
+      const std::string bad = check_redzones(it->second.map, it->second.size);
+      if (!bad.empty() && msg.empty())
+        msg = strf("kernel '%s' (launched at %s:%d) wrote out of bounds of cudaMalloc allocation "
+                   "%p (%zu bytes): %s",
+                   kernel, file, line, reinterpret_cast<void*>(key), it->second.size, bad.c_str());
+    }
+    tl_launch_allocs.clear();
+  }
+  if (!msg.empty()) report_fault(cudaErrorIllegalAddress, msg);
+}
+
+void check_all_redzones(const char* when) {
+  std::string msg;
+  {
+    std::lock_guard<std::mutex> lk(mem_mutex());
+    for (auto& [key, a] : allocs()) {
+      if (a.kind != Kind::Device) continue;
+      const std::string bad = check_redzones(a.map, a.size);
+      if (!bad.empty() && msg.empty())
+        msg = strf("out-of-bounds write into cudaMalloc allocation %p (%zu bytes), found at %s: %s",
+                   reinterpret_cast<void*>(key), a.size, when, bad.c_str());
+    }
+  }
+  if (!msg.empty()) report_fault(cudaErrorIllegalAddress, msg);
+}
+
+bool lookup_fault_address(uintptr_t x, FaultedAlloc* out) {
+  // Called from the SIGSEGV handler: never block (the faulting thread might hold the lock).
+  std::mutex& m = mem_mutex();
+  bool locked = false;
+  for (int i = 0; i < 1000 && !(locked = m.try_lock()); ++i) sched_yield();
+  if (!locked) return false;
+  const size_t pg = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  bool found = false;
+  for (auto& [key, a] : allocs()) {
+    if (a.kind != Kind::Device) continue;
+    const uintptr_t h = reinterpret_cast<uintptr_t>(a.map.host);
+    const uintptr_t d = reinterpret_cast<uintptr_t>(a.map.dev);
+    if (x >= h && x < h + a.map.file_bytes) {
+      out->in_host_view = true;
+      out->host_addr = x;
+    } else if (x >= d - pg && x < d + a.map.file_bytes + pg) {
+      out->in_host_view = false;
+      out->host_addr = h + (x - d);  // may lie outside the host view: only for messages
+    } else {
+      continue;
+    }
+    out->base = key;
+    out->size = a.size;
+    out->map = a.map;
+    found = true;
+    break;
+  }
+  m.unlock();
+  return found;
+}
 
 void free_all_allocations() {
   std::lock_guard<std::mutex> lk(mem_mutex());
-  for (auto& [base, a] : allocs())
-    if (a.kind != Kind::Symbol) std::free(reinterpret_cast<void*>(base));
+  for (auto& [base, a] : allocs()) dispose(base, a);
   allocs().clear();
+  views().clear();
 }
 
 }  // namespace sim::detail
@@ -189,10 +337,10 @@ cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitc
   if (static_cast<unsigned>(kind) > 4) return set_error(cudaErrorInvalidMemcpyDirection);
   if (width == 0 || height == 0) return cudaSuccess;
   if (width > dpitch || width > spitch) return set_error(cudaErrorInvalidPitchValue);
-  if (!dst || !src ||
-      !copy_ok(dst, src, 1, kind) ||
-      !copy_ok(static_cast<char*>(dst) + dpitch * (height - 1),
-               static_cast<const char*>(src) + spitch * (height - 1), width, kind))
+  if (!dst || !src) return set_error(cudaErrorInvalidValue);
+  void* dlast = static_cast<char*>(dst) + dpitch * (height - 1);
+  const void* slast = static_cast<const char*>(src) + spitch * (height - 1);
+  if (!copy_ok(dlast, slast, width, kind) || !copy_ok(dst, src, 1, kind))
     return set_error(cudaErrorInvalidValue);
   for (size_t r = 0; r < height; ++r)
     std::memcpy(static_cast<char*>(dst) + r * dpitch, static_cast<const char*>(src) + r * spitch,
@@ -239,7 +387,8 @@ cudaError_t sim_cudaMemcpySymbol(void* symbol, size_t symbol_size, void* buf, si
   {
     std::lock_guard<std::mutex> lk(mem_mutex());
     const bool buf_dev = kind == cudaMemcpyDeviceToDevice;
-    if (kind != cudaMemcpyDefault && !side_ok(buf, count, buf_dev))
+    if (kind != cudaMemcpyDefault ? !side_ok(buf, count, buf_dev)
+                                  : (find(buf) && !side_ok(buf, count, true)))
       return set_error(cudaErrorInvalidValue);
   }
   char* s = static_cast<char*>(symbol) + offset;

@@ -70,8 +70,10 @@ void refuse_launch(Launch& L, const std::string& msg) {
   L.aborted.store(true);
 }
 
-bool check_pointer_arg(const LaunchParams& p, int index, const void* ptr, const char* type_name) {
-  if (ptr == nullptr || is_kernel_accessible(ptr)) return true;
+bool check_pointer_arg(const LaunchParams& p, int index, const void* ptr, const char* type_name,
+                       const void** view) {
+  *view = ptr;
+  if (ptr == nullptr || resolve_kernel_pointer(ptr, view)) return true;
   report_fault(cudaErrorIllegalAddress,
                strf("kernel '%s' argument %d (%s) = %p is not a device pointer (host memory?), "
                     "launched at %s:%d",
@@ -199,6 +201,8 @@ void launch_execute(const LaunchParams& p, void (*invoke)(void*), void* state) {
     work(L);
   else
     P.run(L);
+  close_opened_host_views();
+  check_launch_redzones(L.name, L.file, L.line);
   if (L.max_static.load()) record_static_smem(kernel_key(p), L.max_static.load());
   if (const int e = L.refused.load()) set_error(static_cast<cudaError_t>(e));
 }

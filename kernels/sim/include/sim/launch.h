@@ -27,7 +27,10 @@ struct LaunchParams {
 };
 // false: the launch must not run (invalid configuration or sticky error; last error set)
 bool launch_prepare(LaunchParams& p);
-bool check_pointer_arg(const LaunchParams& p, int index, const void* ptr, const char* type_name);
+// A pointer argument must be null or device-accessible memory; *view is then the address the
+// kernel gets (a cudaMalloc allocation's device view: its host address is fenced).
+bool check_pointer_arg(const LaunchParams& p, int index, const void* ptr, const char* type_name,
+                       const void** view);
 void launch_execute(const LaunchParams& p, void (*invoke)(void*), void* state);
 void* shared_alloc(SharedSite* site, size_t bytes, size_t align);
 void* dynamic_shared_base();
@@ -56,14 +59,18 @@ template <class T>
 inline const char* type_name() { return __PRETTY_FUNCTION__; }
 
 template <class T>
-inline bool check_one(const LaunchParams& p, int index, const T& v) {
-  if constexpr (is_data_pointer_v<T>)
-    return check_pointer_arg(p, index, (const void*)v, type_name<T>());
-  else
-    return true;
+inline bool check_one(const LaunchParams& p, int index, T& v) {
+  if constexpr (is_data_pointer_v<T>) {
+    const void* view = nullptr;
+    if (!check_pointer_arg(p, index, (const void*)v, type_name<T>(), &view)) return false;
+    v = (T)view;
+  }
+  return true;
 }
+// Checks the arguments and translates device pointers to device views, in place (the caller
+// passes its own copy of the arguments).
 template <class Tuple, size_t... I>
-inline bool check_args(const LaunchParams& p, const Tuple& t, std::index_sequence<I...>) {
+inline bool check_args(const LaunchParams& p, Tuple& t, std::index_sequence<I...>) {
   bool ok = true;
   ((ok = ok && check_one<std::tuple_element_t<I, Tuple>>(p, int(I) + 1, std::get<I>(t))), ...);
   return ok;
@@ -87,8 +94,9 @@ struct DeferredLaunch {
     run(call, lp, t);
   }
   template <class Tuple>
-  static void run(L& call, LaunchParams lp, Tuple& t) {
+  static void run(L& call, LaunchParams lp, const Tuple& args) {
     if (!launch_prepare(lp)) return;
+    Tuple t = args;
     if (!check_args(lp, t, std::make_index_sequence<std::tuple_size_v<Tuple>>{})) return;
     struct State {
       L* call;
@@ -118,8 +126,9 @@ struct KernelLaunch {
     run(fn, lp, t);
   }
   // One execution of the launch (directly, or as a node of a graph being replayed).
-  static void run(void (*fn)(P...), LaunchParams lp, std::tuple<P...>& t) {
+  static void run(void (*fn)(P...), LaunchParams lp, const std::tuple<P...>& args) {
     if (!launch_prepare(lp)) return;
+    std::tuple<P...> t = args;
     if (!check_args(lp, t, std::index_sequence_for<P...>{})) return;
     struct State {
       void (*fn)(P...);
