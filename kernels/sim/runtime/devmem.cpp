@@ -32,8 +32,10 @@ size_t page_size() {
 
 // Red-zone filling and checking read bytes that AddressSanitizer (in SANITIZE builds) has
 // poisoned on purpose, so these helpers are not instrumented and use no intercepted calls.
+// (volatile: GCC must not turn the loop into a memset call, which ASan would check.)
 __attribute__((no_sanitize_address)) void fill_bytes(unsigned char* p, size_t n, unsigned char v) {
-  for (size_t i = 0; i < n; ++i) p[i] = v;
+  volatile unsigned char* q = p;
+  for (size_t i = 0; i < n; ++i) q[i] = v;
 }
 // Index of the first byte in [p, p+n) that is not v, or n.
 __attribute__((no_sanitize_address)) size_t first_not(const unsigned char* p, size_t n,
