@@ -256,6 +256,10 @@ bool lazy_streams();
 unsigned long long lazy_enqueue(CUstream_st* s, std::function<void()> node);
 unsigned long long lazy_last_enqueued();  // position of this thread's latest lazy_enqueue
 void lazy_drain(CUstream_st* s, unsigned long long upto);  // run s's work up to position upto
+// One step of the device: runs s's next queued item if its position is <= upto; false when
+// there was none (s is done up to upto). cudaStreamQuery/cudaEventQuery call it.
+bool lazy_step(CUstream_st* s, unsigned long long upto);
+bool lazy_step_any();  // one item of some stream; false when every queue is empty
 void lazy_drain_all();
 void lazy_forget_stream(CUstream_st* s);  // before delete: events stop pointing at it
 // The queues assume one host thread drives a given stream at a time (as the trainer does per

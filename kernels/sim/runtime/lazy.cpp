@@ -2,8 +2,10 @@
 // In the default (Sync) mode every kernel, async copy and memset runs at its call, so two
 // streams can never disagree and a forgotten cudaStreamWaitEvent goes unnoticed. In Lazy
 // mode work queued on a created stream waits until something forces it:
-//   - cudaStreamSynchronize/Query(s): s's queue; cudaEventSynchronize/Query(e): e's stream up
-//     to the record;
+//   - cudaStreamSynchronize(s): s's queue; cudaEventSynchronize(e): e's stream up to the record;
+//   - cudaStreamQuery(s) / cudaEventQuery(e) with work still pending (on s, or on e's stream
+//     before the record): cudaErrorNotReady, and the device takes one step (one queued item
+//     runs), so a polling loop sees "not ready" rounds and still ends;
 //   - a wait node (cudaStreamWaitEvent) reached in a queue: the waited stream up to the record;
 //   - synchronous calls (cudaMemcpy, cudaMemset, cudaMalloc, cudaFree, cudaDeviceSynchronize)
 //     and work on the legacy stream: every queue (blocking streams sync with the legacy one).
@@ -48,22 +50,37 @@ unsigned long long lazy_enqueue(CUstream_st* s, std::function<void()> node) {
 unsigned long long lazy_last_enqueued() { return tl_last_enqueued; }
 
 void lazy_drain(CUstream_st* s, unsigned long long upto) {
-  if (!s || !stream_valid(s)) return;  // a destroyed stream ran its work at destruction
-  for (;;) {
-    std::function<void()> node;
-    {
-      std::lock_guard<std::mutex> lk(lazy_mutex());
-      if (s->done >= upto || s->pending.empty()) return;
-      node = std::move(s->pending.front());
-      s->pending.pop_front();
-    }
-    {
-      ReplayScope r;  // the node's own calls are its work, not new sync points
-      node();
-    }
-    std::lock_guard<std::mutex> lk(lazy_mutex());
-    ++s->done;
+  while (lazy_step(s, upto)) {
   }
+}
+
+bool lazy_step(CUstream_st* s, unsigned long long upto) {
+  if (!s || !stream_valid(s)) return false;  // a destroyed stream ran its work at destruction
+  std::function<void()> node;
+  {
+    std::lock_guard<std::mutex> lk(lazy_mutex());
+    if (s->done >= upto || s->pending.empty()) return false;
+    node = std::move(s->pending.front());
+    s->pending.pop_front();
+  }
+  {
+    ReplayScope r;  // the node's own calls are its work, not new sync points
+    node();
+  }
+  std::lock_guard<std::mutex> lk(lazy_mutex());
+  ++s->done;
+  return true;
+}
+
+bool lazy_step_any() {
+  std::vector<CUstream_st*> all;
+  {
+    std::lock_guard<std::mutex> lk(G().m);
+    all.assign(G().streams.begin(), G().streams.end());
+  }
+  for (CUstream_st* s : all)
+    if (lazy_step(s, std::numeric_limits<unsigned long long>::max())) return true;
+  return false;
 }
 
 void lazy_drain_all() {
