@@ -179,8 +179,10 @@ SAN_ENV = ASAN_OPTIONS=intercept_strchr=0:detect_leaks=
 # Each rank count runs under a different emulator thread order, so one `make test`
 # covers forward, reverse and seeded-random schedules (tests that depend on the order
 # also loop over all three themselves).
-# The 2-rank run also uses lazy streams (kernels/sim/runtime/lazy.cpp): work on created
-# streams runs only when a wait or sync forces it, so a missing one shows as wrong data.
+# Every run uses the emulator's default lazy streams (kernels/sim/runtime/lazy.cpp): work on
+# created streams runs only when a wait or sync forces it, so a missing one shows as wrong
+# data, and event/stream queries answer "not ready" while work is pending. SIM_STREAMS=sync
+# (set it in the environment of make) turns that off for debugging.
 GPU_VISIBLE = $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
 
 # test-cpu then test-cuda, in that order even under -j.
@@ -193,9 +195,8 @@ test: all
 test-cpu: cpu
 	@set -e; for np in $(NP_LIST); do \
 	  case $$np in 1) order=forward;; 2) order=reverse;; *) order=random;; esac; \
-	  streams=$$( [ $$np = 2 ] && echo lazy || echo sync ); \
-	  echo "== $(CPU_TESTS) (emulator) at $$np MPI rank(s), SIM_ORDER=$$order SIM_SEED=$$np SIM_STREAMS=$$streams =="; \
-	  $(MPI_ENV) SIM_ORDER=$$order SIM_SEED=$$np SIM_STREAMS=$$streams $(if $(filter 1,$(SANITIZE)),$(SAN_ENV)$$((np == 1))) \
+	  echo "== $(CPU_TESTS) (emulator) at $$np MPI rank(s), SIM_ORDER=$$order SIM_SEED=$$np SIM_STREAMS=$${SIM_STREAMS:-lazy} =="; \
+	  $(MPI_ENV) SIM_ORDER=$$order SIM_SEED=$$np $(if $(filter 1,$(SANITIZE)),$(SAN_ENV)$$((np == 1))) \
 	    $(MPIRUN) $(MPIRUN_FLAGS) -np $$np $(CPU_TESTS) $(TEST_ARGS); \
 	done
 # NVTX ranges at 2 ranks on the emulator build: present, nested as intended, balanced.
@@ -228,7 +229,7 @@ run: all data
 	@if [ "$(HAVE_NVCC)" = yes ] && [ "$(GPU_VISIBLE)" = yes ]; then \
 	  bin=$(CUDA_TRAIN); echo "== GPU visible: CUDA build =="; \
 	else \
-	  bin=$(CPU_TRAIN); echo "== no GPU visible: emulator build, SIM_WORKERS=$${SIM_WORKERS:-0} (0 = one per core) =="; \
+	  bin=$(CPU_TRAIN); echo "== no GPU visible: emulator build, SIM_WORKERS=$${SIM_WORKERS:-0} (0 = one per core), SIM_STREAMS=$${SIM_STREAMS:-lazy} =="; \
 	fi; \
 	echo "== $$bin --data data/current $(RUN_ARGS) =="; \
 	$(MPI_ENV) SIM_WORKERS=$${SIM_WORKERS:-0} $$bin --data data/current $(RUN_ARGS)

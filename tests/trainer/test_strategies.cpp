@@ -110,7 +110,7 @@ TEST(Strategies, DeviceAndHostStagedMpiGiveIdenticalWeights) {
 // compute and copy streams runs only when an event wait or a sync forces it, so a missing
 // cudaStreamWaitEvent / event sync in the overlap, graph or device-pointer paths would hand
 // MPI or the host stale gradients. Each variant must give the bits of the synchronous run.
-// (make test's 2-rank run sets SIM_STREAMS=lazy for everything, so the baseline is forced.)
+// (Lazy streams are the emulator's default, so the synchronous baseline is forced.)
 class StreamMode {
  public:
   explicit StreamMode(sim::StreamMode m) : saved_(sim::stream_mode()) { sim::set_stream_mode(m); }

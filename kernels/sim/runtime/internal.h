@@ -247,10 +247,10 @@ cudaError_t capture_check(cudaStream_t stream = nullptr);
 bool in_replay();                          // inside a graph replay or a lazy node's work
 bool is_created_stream(cudaStream_t s);   // not the legacy or per-thread stream
 bool capture_active_on(cudaStream_t s);   // s is being captured into a graph
-// Lazy stream mode (lazy.cpp; sim::set_stream_mode, SIM_STREAMS=lazy). Work queued on a
-// created stream runs only when something forces it, in stream order; a wait node forces the
-// waited stream up to the event's record. So a missing cudaStreamWaitEvent shows up as stale
-// data, which the synchronous default can never show.
+// Lazy stream mode (lazy.cpp; the default; sim::set_stream_mode, SIM_STREAMS=sync|lazy). Work
+// queued on a created stream runs only when something forces it, in stream order; a wait node
+// forces the waited stream up to the event's record. So a missing cudaStreamWaitEvent shows up
+// as stale data, which the synchronous mode can never show.
 bool lazy_streams();
 // Queues `node` on stream s (not the legacy stream); returns its position (1-based).
 unsigned long long lazy_enqueue(CUstream_st* s, std::function<void()> node);

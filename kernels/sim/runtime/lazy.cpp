@@ -1,7 +1,7 @@
-// Lazy stream mode: an adversarial but legal CUDA schedule for multi-stream code.
-// In the default (Sync) mode every kernel, async copy and memset runs at its call, so two
-// streams can never disagree and a forgotten cudaStreamWaitEvent goes unnoticed. In Lazy
-// mode work queued on a created stream waits until something forces it:
+// Lazy stream mode (the default; SIM_STREAMS=sync turns it off): an adversarial but legal
+// CUDA schedule for multi-stream code. In the Sync mode every kernel, async copy and memset
+// runs at its call, so two streams can never disagree and a forgotten cudaStreamWaitEvent
+// goes unnoticed. In Lazy mode work queued on a created stream waits until something forces it:
 //   - cudaStreamSynchronize(s): s's queue; cudaEventSynchronize(e): e's stream up to the record;
 //   - cudaStreamQuery(s) / cudaEventQuery(e) with work still pending (on s, or on e's stream
 //     before the record): cudaErrorNotReady, and the device takes one step (one queued item
@@ -13,6 +13,7 @@
 // does not wait for its producer reads data the producer has not written yet.
 // Tested by tests/sim/test_sim_lazy.cu and, on the trainer's overlap path, by
 // tests/trainer/test_strategies.cpp.
+#include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <mutex>
@@ -27,9 +28,13 @@ std::mutex& lazy_mutex() {
   static auto* m = new std::mutex();  // never destroyed: usable from static destructors
   return *m;
 }
+// Lazy unless SIM_STREAMS=sync (the debugging escape hatch).
 bool env_lazy() {
   const char* v = std::getenv("SIM_STREAMS");
-  return v && std::string(v) == "lazy";
+  if (!v || !*v || std::string(v) == "lazy") return true;
+  if (std::string(v) == "sync") return false;
+  std::fprintf(stderr, "sim: SIM_STREAMS=%s is not lazy|sync; using lazy\n", v);
+  return true;
 }
 }  // namespace
 
