@@ -150,7 +150,7 @@ $(CUDA_TESTS): $(CUDA_TEST_OBJ) $(CUDA_LIB)
 	$(MPICXX) $^ -lgtest $(CUDA_LDLIBS) -o $@
 
 # ---- top-level targets -----------------------------------------------------------------
-.PHONY: all cpu cuda test test-cpu test-cuda sanitize-gpu test-sim-examples test-nvtx run data setup clean help bench
+.PHONY: all cpu cuda test test-cpu test-gpu-grid test-cuda sanitize-gpu test-sim-examples test-nvtx run data setup clean help bench
 
 cpu: $(CPU_TRAIN) $(CPU_TESTS) $(CPU_BENCH) $(if $(NVTX_DIR),$(NVTX_RECORDER))
 cuda: $(CUDA_TRAIN) $(CUDA_TESTS) $(CUDA_BENCH)
@@ -179,13 +179,16 @@ SAN_ENV = ASAN_OPTIONS=intercept_strchr=0:detect_leaks=
 # Each rank count runs under a different emulator thread order, so one `make test`
 # covers forward, reverse and seeded-random schedules (tests that depend on the order
 # also loop over all three themselves).
-# The 2-rank run also uses lazy streams (kernels/sim/runtime/lazy.cpp): work on created
-# streams runs only when a wait or sync forces it, so a missing one shows as wrong data.
+# Every run uses the emulator's default lazy streams (kernels/sim/runtime/lazy.cpp): work on
+# created streams runs only when a wait or sync forces it, so a missing one shows as wrong
+# data, and event/stream queries answer "not ready" while work is pending. SIM_STREAMS=sync
+# (set it in the environment of make) turns that off for debugging.
 GPU_VISIBLE = $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
 
 # test-cpu then test-cuda, in that order even under -j.
 test: all
 	@$(MAKE) --no-print-directory -j1 test-cpu
+	@$(MAKE) --no-print-directory -j1 test-gpu-grid
 	@$(MAKE) --no-print-directory -j1 test-nvtx
 	@$(MAKE) --no-print-directory -j1 test-sim-examples
 	@$(MAKE) --no-print-directory -j1 test-cli
@@ -193,11 +196,17 @@ test: all
 test-cpu: cpu
 	@set -e; for np in $(NP_LIST); do \
 	  case $$np in 1) order=forward;; 2) order=reverse;; *) order=random;; esac; \
-	  streams=$$( [ $$np = 2 ] && echo lazy || echo sync ); \
-	  echo "== $(CPU_TESTS) (emulator) at $$np MPI rank(s), SIM_ORDER=$$order SIM_SEED=$$np SIM_STREAMS=$$streams =="; \
-	  $(MPI_ENV) SIM_ORDER=$$order SIM_SEED=$$np SIM_STREAMS=$$streams $(if $(filter 1,$(SANITIZE)),$(SAN_ENV)$$((np == 1))) \
+	  echo "== $(CPU_TESTS) (emulator) at $$np MPI rank(s), SIM_ORDER=$$order SIM_SEED=$$np SIM_STREAMS=$${SIM_STREAMS:-lazy} =="; \
+	  $(MPI_ENV) SIM_ORDER=$$order SIM_SEED=$$np $(if $(filter 1,$(SANITIZE)),$(SAN_ENV)$$((np == 1))) \
 	    $(MPIRUN) $(MPIRUN_FLAGS) -np $$np $(CPU_TESTS) $(TEST_ARGS); \
 	done
+# The elementwise and reduction kernels (tests/kernels/test_ops.cpp) once more, with the CUDA
+# build's grid sizes (up to 2048 blocks instead of the emulator's 8; nn::use_gpu_grids), so
+# the many-block paths run as on a GPU; OpsGrid checks that they really launch that many.
+test-gpu-grid: cpu
+	@echo "== $(CPU_TESTS) --gtest_filter='Ops*' (emulator) with the CUDA build's grid sizes, NN_TEST_GPU_GRIDS=1 =="
+	@$(MPI_ENV) NN_TEST_GPU_GRIDS=1 $(if $(filter 1,$(SANITIZE)),$(SAN_ENV)1) \
+	  $(MPIRUN) $(MPIRUN_FLAGS) -np 1 $(CPU_TESTS) --gtest_filter='Ops*'
 # NVTX ranges at 2 ranks on the emulator build: present, nested as intended, balanced.
 test-nvtx: cpu
 ifneq ($(NVTX_DIR),)
@@ -228,7 +237,7 @@ run: all data
 	@if [ "$(HAVE_NVCC)" = yes ] && [ "$(GPU_VISIBLE)" = yes ]; then \
 	  bin=$(CUDA_TRAIN); echo "== GPU visible: CUDA build =="; \
 	else \
-	  bin=$(CPU_TRAIN); echo "== no GPU visible: emulator build, SIM_WORKERS=$${SIM_WORKERS:-0} (0 = one per core) =="; \
+	  bin=$(CPU_TRAIN); echo "== no GPU visible: emulator build, SIM_WORKERS=$${SIM_WORKERS:-0} (0 = one per core), SIM_STREAMS=$${SIM_STREAMS:-lazy} =="; \
 	fi; \
 	echo "== $$bin --data data/current $(RUN_ARGS) =="; \
 	$(MPI_ENV) SIM_WORKERS=$${SIM_WORKERS:-0} $$bin --data data/current $(RUN_ARGS)
@@ -290,6 +299,7 @@ clean:
 help:
 	@echo "make [all]   build the emulator (CPU) build, and the CUDA build if nvcc exists"
 	@echo "make test    run the gtest suite at 1-4 MPI ranks (emulator; also CUDA on a GPU)"
+	@echo "make test-gpu-grid  the Ops kernel tests on the emulator with the CUDA build's grid sizes (part of make test)"
 	@echo "make run     get data and train (RUN_ARGS='--epochs 3 ...')"
 	@echo "make data    download MNIST, or fall back to Debian's Fashion-MNIST offline"
 	@echo "make bench   GEMM lab (validate + time every variant), emulator speed, loader speed"

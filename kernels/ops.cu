@@ -3,6 +3,7 @@
 // nvcc for the GPU, kernels/sim/simcc for the CPU emulator; tested by tests/kernels/test_ops.cpp.
 #include "ops.h"
 
+#include <atomic>
 #include <climits>
 #include <cmath>
 
@@ -18,24 +19,28 @@ constexpr int kBlock = 256;  // threads per block of the 1-D and column kernels
 // Grid-stride loops cover whatever these grids do not: 2048 x 256 threads are about twice
 // what an H100 (132 SMs x 2048) keeps resident, enough to saturate memory, while keeping
 // the number of per-block atomics of the reductions small.
+struct GridCaps {
+  unsigned blocks, reduce_blocks, grid_y;
+};
+constexpr GridCaps kGpuCaps{2048, 1024, 65535};  // 65535: the hardware limit of gridDim.y
 #ifndef SIM_EMULATOR
-constexpr unsigned kMaxBlocks = 2048;
-constexpr unsigned kMaxReduceBlocks = 1024;
-constexpr unsigned kMaxGridY = 65535;  // the hardware limit of gridDim.y
+constexpr GridCaps caps() { return kGpuCaps; }
 #else
 // In the emulator every CUDA thread is a fiber whose switches cost more than one
 // element's work, so the emulator build launches a few blocks that stride further.
 // Results do not depend on the grid (every loop strides), and the tests then exercise
-// the striding paths at every size.
-constexpr unsigned kMaxBlocks = 8;
-constexpr unsigned kMaxReduceBlocks = 8;
-constexpr unsigned kMaxGridY = 8;
+// the striding paths at every size; use_gpu_grids(true) restores the GPU's grids
+// (make test-gpu-grid), so the many-block paths run as on a GPU too.
+constexpr GridCaps kEmulatorCaps{8, 8, 8};
+std::atomic<bool> g_gpu_grids{false};
+GridCaps caps() { return g_gpu_grids.load(std::memory_order_relaxed) ? kGpuCaps : kEmulatorCaps; }
 #endif
 
-unsigned grid_1d(std::size_t n, unsigned cap = kMaxBlocks) {
+unsigned grid_1d(std::size_t n, unsigned cap) {
   const unsigned g = blocks_for(n, kBlock);
   return g < cap ? g : cap;
 }
+unsigned grid_1d(std::size_t n) { return grid_1d(n, caps().blocks); }
 
 // Precise math for both types (never the fast intrinsics: results are compared with the CPU).
 __device__ __forceinline__ float dev_exp(float x) { return expf(x); }
@@ -144,10 +149,19 @@ __device__ __forceinline__ void for_each_column_group(int C, int b, F&& body) {
 unsigned column_grid(int C, int b) {
   const std::size_t cols_per_block = std::size_t(kBlock / 32) * std::size_t(32 / group_width(C));
   const std::size_t g = (std::size_t(b) + cols_per_block - 1) / cols_per_block;
-  return g < kMaxBlocks ? unsigned(g) : kMaxBlocks;
+  const unsigned cap = caps().blocks;
+  return g < cap ? unsigned(g) : cap;
 }
 
 }  // namespace
+
+#ifdef SIM_EMULATOR
+void use_gpu_grids(bool on) { g_gpu_grids.store(on); }
+bool gpu_grids() { return g_gpu_grids.load(); }
+#else
+void use_gpu_grids(bool) {}
+bool gpu_grids() { return true; }
+#endif
 
 // ---- kernels -----------------------------------------------------------------------------
 
@@ -341,7 +355,8 @@ void gather_normalize(const std::uint8_t* images, int D, const std::uint32_t* id
   if (D <= 0 || b <= 0) return;
   // Short columns get a narrower block rather than idle threads.
   const unsigned block = D < kBlock ? unsigned((D + 31) / 32 * 32) : unsigned(kBlock);
-  const dim3 grid(blocks_for(std::size_t(D), block), b < int(kMaxGridY) ? unsigned(b) : kMaxGridY);
+  const unsigned max_y = caps().grid_y;
+  const dim3 grid(blocks_for(std::size_t(D), block), b < int(max_y) ? unsigned(b) : max_y);
   gather_normalize_kernel<T><<<grid, block, 0, s>>>(images, D, idx, b, X);
   CHECK_LAUNCH("gather_normalize");
 }
@@ -379,7 +394,8 @@ void row_sums(const T* A, int M, int n, int lda, T* out, T beta, cudaStream_t s)
   if (M <= 0) return;
   if (n <= 0 && beta == T(1)) return;  // nothing to add; other betas still scale out
   const std::size_t tiles = (std::size_t(M) + kRowTile<T> - 1) / kRowTile<T>;
-  const unsigned grid = tiles < kMaxBlocks ? unsigned(tiles) : kMaxBlocks;
+  const unsigned cap = caps().blocks;
+  const unsigned grid = tiles < cap ? unsigned(tiles) : cap;
   row_sums_kernel<T><<<grid, kRowSumThreads, 0, s>>>(A, M, n < 0 ? 0 : n, lda, out, beta);
   CHECK_LAUNCH("row_sums");
 }
@@ -412,7 +428,7 @@ template <class T>
 void sum_squares(const T* p, std::size_t n, double* out, cudaStream_t s) {
   NN_RANGE("sum_squares");
   if (n == 0) return;
-  sum_squares_kernel<T><<<grid_1d(n, kMaxReduceBlocks), kBlock, 0, s>>>(p, n, out);
+  sum_squares_kernel<T><<<grid_1d(n, caps().reduce_blocks), kBlock, 0, s>>>(p, n, out);
   CHECK_LAUNCH("sum_squares");
 }
 

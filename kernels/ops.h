@@ -71,4 +71,12 @@ template <class T>
 void count_correct(const T* scores, const std::uint8_t* labels, int C, int b, unsigned* correct,
                    cudaStream_t s = 0);
 
+// Grid sizes: every launcher caps its grid and strides over the rest. The CUDA build always
+// uses the GPU caps (2048 blocks, 1024 for the atomic reductions, gridDim.y up to 65535). The
+// emulator build caps at 8 (each CUDA thread is a fiber) unless use_gpu_grids(true): then it
+// launches the CUDA build's grids, so tests run the many-block paths at GPU sizes (make
+// test-gpu-grid). Switch between launches, not while another thread launches these kernels.
+void use_gpu_grids(bool on);  // no effect in the CUDA build
+bool gpu_grids();             // always true in the CUDA build
+
 }  // namespace nn

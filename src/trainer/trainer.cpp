@@ -502,6 +502,7 @@ TrainResult train_on(const Config& cfg, const HostData& data, std::FILE* out) {
   // One NVTX range per exchange, named as the course's profiles expect for the allreduce.
   const char* const mpi_range =
       cfg.strategy == Strategy::ParamServer ? "MPI_Send/MPI_Recv parameter server" : "MPI_Allreduce";
+  std::uint64_t overlap_polls = 0;  // this rank's MPI_Test rounds while layer 1 was copied
   const auto exchange_gradients = [&] {
     if (cfg.mpi_device) {  // CUDA-aware MPI reads and writes the gradient buffer itself
       T* g = model.grads_device();
@@ -537,7 +538,10 @@ TrainResult train_on(const Config& cfg, const HostData& data, std::FILE* out) {
     if (overlap) {
       NN_RANGE(mpi_range);
       comm::Request r2 = reduce(h + n1, n2);
-      while (!model.download_done(Stage::AllGrads)) r2.test();  // MPI progresses meanwhile
+      while (!model.download_done(Stage::AllGrads)) {  // MPI progresses meanwhile
+        r2.test();
+        ++overlap_polls;
+      }
       comm::Request r1 = reduce(h, n1);
       r2.wait();
       r1.wait();
@@ -694,6 +698,11 @@ TrainResult train_on(const Config& cfg, const HostData& data, std::FILE* out) {
     }
   }
   const double train_s = since(t_train);
+  {
+    std::vector<double> polls{double(overlap_polls)};
+    comm::sum(polls);  // every rank's, for the result and the report
+    res.overlap_polls = std::uint64_t(polls[0]);
+  }
   if constexpr (has_hook) model.set_phase_hook({});
 
   nlohmann::ordered_json report;  // rank 0, with --report or --profile
@@ -726,6 +735,7 @@ TrainResult train_on(const Config& cfg, const HostData& data, std::FILE* out) {
   if (timer.active()) {
     report["strategy"] = strategy_name(cfg.strategy);
     report["overlap"] = !mp && overlap;
+    report["overlap_polls"] = res.overlap_polls;
     report["mpi_memory"] = cfg.mpi_device ? "device" : "host";
     report["host_queue_us_per_step"] = steps ? 1e6 * queue_s / double(steps) : 0.0;
     const auto& g = model.graph_stats();

@@ -73,6 +73,9 @@ struct TrainResult {
   std::size_t n_fit = 0, n_val = 0, n_test = 0;
   double test_precision = 0;  // correct / n_test (0 without a test set)
   VerifyResult verify;
+  // Overlap (data parallel, host-staged MPI): MPI_Test rounds the ranks made, summed, while
+  // polling for layer 1's gradient copy; 0 when the copy was always done at the first look.
+  std::uint64_t overlap_polls = 0;
 };
 
 // Trains with T = float or double (both are instantiated, whatever nn_real is). Collective:

@@ -7,6 +7,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <numeric>
@@ -20,6 +21,21 @@
 #include "schedules.h"
 
 namespace {
+
+// NN_TEST_GPU_GRIDS=1 (make test-gpu-grid): the whole run launches the CUDA build's grids
+// (nn::use_gpu_grids), so the emulator runs the many-block paths at GPU grid sizes.
+bool gpu_grids_requested() {
+  const char* v = std::getenv("NN_TEST_GPU_GRIDS");
+  return v && *v && std::strcmp(v, "0") != 0;
+}
+class GpuGridEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    if (gpu_grids_requested()) nn::use_gpu_grids(true);
+  }
+};
+[[maybe_unused]] ::testing::Environment* const kGpuGridEnvironment =
+    ::testing::AddGlobalTestEnvironment(new GpuGridEnvironment);
 
 template <class T>
 nn::DeviceBuffer<T> to_device(const std::vector<T>& h) {
@@ -571,6 +587,61 @@ TYPED_TEST(OpsTest, SumSquaresAccumulatesInDouble) {
       nn::test::for_each_schedule(check);
   }
 }
+
+// ---- grid sizes -------------------------------------------------------------------------------
+
+#ifdef SIM_EMULATOR
+// Blocks the emulator ran for what fn launches.
+template <class F>
+unsigned long long blocks_launched(F&& fn) {
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const unsigned long long before = sim::stats().blocks;
+  fn();
+  CUDA_CHECK(cudaDeviceSynchronize());
+  return sim::stats().blocks - before;
+}
+
+// The emulator's grids are capped at 8 blocks unless nn::use_gpu_grids(true), which gives the
+// CUDA build's grids; the run under make test-gpu-grid (NN_TEST_GPU_GRIDS=1) launches them
+// in every Ops test. The sizes below need more blocks than any cap allows.
+TEST(OpsGrid, GpuGridSizesLaunchTheCudaBuildsGrids) {
+  const bool requested = gpu_grids_requested();
+  ASSERT_EQ(nn::gpu_grids(), requested) << "NN_TEST_GPU_GRIDS did not take effect";
+  const std::size_t n = std::size_t(4096) * 256;
+  nn::DeviceBuffer<float> p(n), g(n), Z(std::size_t(10) * 1000);
+  nn::DeviceBuffer<double> sq(1);
+  nn::DeviceBuffer<std::uint8_t> images(std::size_t(784) * 4);
+  nn::DeviceBuffer<std::uint32_t> idx(100);
+  p.zero();
+  g.zero();
+  Z.zero();
+  sq.zero();
+  images.zero();
+  idx.zero();
+  const auto sgd = [&] { return blocks_launched([&] { nn::sgd_update(p.get(), g.get(), n, 0.5f, 0.0f); }); };
+  const auto squares = [&] { return blocks_launched([&] { nn::sum_squares(p.get(), n, sq.get()); }); };
+  const auto softmax = [&] { return blocks_launched([&] { nn::softmax_columns(Z.get(), 10, 1000, Z.get()); }); };
+  const auto rows = [&] { return blocks_launched([&] { nn::row_sums(g.get(), 200, 50, 200, p.get()); }); };
+  const auto gather = [&] {
+    return blocks_launched([&] { nn::gather_normalize(images.get(), 784, idx.get(), 100, g.get()); });
+  };
+  EXPECT_EQ(sgd(), requested ? 2048u : 8u) << "this run's grids";
+
+  nn::use_gpu_grids(true);
+  EXPECT_EQ(sgd(), 2048u);      // 4096 blocks' worth of elements, capped at 2048
+  EXPECT_EQ(squares(), 1024u);  // the atomic reductions' cap
+  EXPECT_EQ(softmax(), 63u);    // 1000 columns at 16 per block
+  EXPECT_EQ(rows(), 25u);       // 200 rows in tiles of 8 floats
+  EXPECT_EQ(gather(), 400u);    // 4 blocks down each of 100 columns
+  nn::use_gpu_grids(false);
+  EXPECT_EQ(sgd(), 8u);
+  EXPECT_EQ(squares(), 8u);
+  EXPECT_EQ(softmax(), 8u);
+  EXPECT_EQ(rows(), 8u);
+  EXPECT_EQ(gather(), 32u);     // 4 x 8: only gridDim.y is capped
+  nn::use_gpu_grids(requested);
+}
+#endif
 
 // ---- empty sizes: no launch, outputs untouched ------------------------------------------------
 

@@ -1,7 +1,8 @@
-// The emulator's lazy stream mode (kernels/sim/runtime/lazy.cpp): work on a created stream
-// waits until something forces it, so a consumer stream that forgets cudaStreamWaitEvent
-// reads stale data, and one that waits reads the producer's result. Emulator only (the mode
-// is the emulator's; on a GPU the same programs are timing-dependent).
+// The emulator's lazy stream mode (kernels/sim/runtime/lazy.cpp, the default): work on a
+// created stream waits until something forces it, so a consumer stream that forgets
+// cudaStreamWaitEvent reads stale data, and one that waits reads the producer's result;
+// stream and event queries answer cudaErrorNotReady while work is pending. Emulator only
+// (the mode is the emulator's; on a GPU the same programs are timing-dependent).
 #include <vector>
 
 #include "sim_test_util.h"
@@ -100,9 +101,129 @@ TEST_F(SimLazy, EventSynchronizeRunsOnlyUpToTheRecord) {
   ASSERT_CUDA_OK(cudaEventSynchronize(ev_));
   EXPECT_EQ(host, std::vector<int>(n, 0));
   EXPECT_EQ(peek(v.get(), n), std::vector<int>(n, 0));  // the fill after the record: not yet
-  ASSERT_CUDA_OK(cudaEventQuery(ev_));  // done: a query also makes progress
+  ASSERT_CUDA_OK(cudaEventQuery(ev_));  // done: the record has run
+  EXPECT_EQ(peek(v.get(), n), std::vector<int>(n, 0));  // a done event's query runs nothing
   ASSERT_CUDA_OK(cudaStreamSynchronize(producer_));
   EXPECT_EQ(v.download(), std::vector<int>(n, 9));
+}
+
+// Queries answer cudaErrorNotReady while work is pending, and each such answer lets the
+// device take one step (one queued item runs): polling loops see "not ready" rounds and end.
+TEST_F(SimLazy, StreamQueryIsNotReadyUntilItsQueueRanOneItemPerQuery) {
+  const int n = 24;
+  DeviceBuffer<int> v(std::vector<int>(n, 0));
+  std::vector<int> host(n, -1);
+  ASSERT_CUDA_OK(cudaStreamQuery(producer_));  // nothing queued
+  fill_kernel<<<1, 32, 0, producer_>>>(v.get(), n, 3);
+  add_kernel<<<1, 32, 0, producer_>>>(v.get(), n, 4);
+  ASSERT_CUDA_OK(cudaMemcpyAsync(host.data(), v.get(), n * sizeof(int), cudaMemcpyDeviceToHost,
+                                 producer_));
+  ASSERT_EQ(cudaStreamQuery(producer_), cudaErrorNotReady);
+  EXPECT_EQ(peek(v.get(), n), std::vector<int>(n, 3));  // the fill ran, not the add
+  // "Not ready" is an answer, not an error: it is not the thread's last error.
+  EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  ASSERT_EQ(cudaStreamQuery(producer_), cudaErrorNotReady);
+  EXPECT_EQ(peek(v.get(), n), std::vector<int>(n, 7));
+  EXPECT_EQ(host, std::vector<int>(n, -1));  // the copy: not yet
+  ASSERT_EQ(cudaStreamQuery(producer_), cudaErrorNotReady);
+  EXPECT_EQ(host, std::vector<int>(n, 7));
+  ASSERT_CUDA_OK(cudaStreamQuery(producer_));
+  ASSERT_CUDA_OK(cudaStreamQuery(producer_));  // and stays done
+  // The legacy stream's work runs at its call: a query never finds it pending.
+  ASSERT_CUDA_OK(cudaStreamQuery(nullptr));
+  ASSERT_CUDA_OK(cudaStreamQuery(cudaStreamPerThread));
+}
+
+TEST_F(SimLazy, EventQueryPollingLoopSeesNotReadyRoundsAndStopsAtTheRecord) {
+  const int n = 16;
+  DeviceBuffer<int> v(std::vector<int>(n, 0));
+  DeviceBuffer<int> w(std::vector<int>(n, 0));
+  fill_kernel<<<1, 32, 0, producer_>>>(v.get(), n, 5);
+  add_kernel<<<1, 32, 0, producer_>>>(v.get(), n, 1);
+  ASSERT_CUDA_OK(cudaEventRecord(ev_, producer_));
+  fill_kernel<<<1, 32, 0, producer_>>>(w.get(), n, 9);  // after the record
+  int rounds = 0;
+  cudaError_t r;
+  while ((r = cudaEventQuery(ev_)) == cudaErrorNotReady) ++rounds;
+  ASSERT_CUDA_OK(r);
+  EXPECT_EQ(rounds, 3);  // the fill, the add, the record: one step per "not ready"
+  EXPECT_EQ(peek(v.get(), n), std::vector<int>(n, 6));
+  EXPECT_EQ(peek(w.get(), n), std::vector<int>(n, 0));  // past the record: not run
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  rounds = 0;
+  while ((r = cudaStreamQuery(producer_)) == cudaErrorNotReady) ++rounds;
+  ASSERT_CUDA_OK(r);
+  EXPECT_EQ(rounds, 1);
+  EXPECT_EQ(peek(w.get(), n), std::vector<int>(n, 9));
+}
+
+// A wait node is one step: it runs the waited stream up to its record at once. Polling the
+// consumer then gives the producer's data, never stale data.
+TEST_F(SimLazy, PollingAConsumerRunsItsWaitThenItsCopy) {
+  const int n = 32;
+  DeviceBuffer<int> v(std::vector<int>(n, 1));
+  std::vector<int> host(n, -1);
+  fill_kernel<<<1, 32, 0, producer_>>>(v.get(), n, 4);
+  add_kernel<<<1, 32, 0, producer_>>>(v.get(), n, 4);
+  ASSERT_CUDA_OK(cudaEventRecord(ev_, producer_));
+  ASSERT_CUDA_OK(cudaStreamWaitEvent(consumer_, ev_, 0));
+  ASSERT_CUDA_OK(cudaMemcpyAsync(host.data(), v.get(), n * sizeof(int), cudaMemcpyDeviceToHost,
+                                 consumer_));
+  cudaEvent_t copied = nullptr;
+  ASSERT_CUDA_OK(cudaEventCreateWithFlags(&copied, cudaEventDisableTiming));
+  ASSERT_CUDA_OK(cudaEventRecord(copied, consumer_));
+  ASSERT_EQ(cudaEventQuery(copied), cudaErrorNotReady);  // the wait: the producer's work ran
+  EXPECT_EQ(peek(v.get(), n), std::vector<int>(n, 8));
+  EXPECT_EQ(host, std::vector<int>(n, -1));
+  ASSERT_CUDA_OK(cudaEventQuery(ev_));  // the producer is done up to its record
+  ASSERT_EQ(cudaEventQuery(copied), cudaErrorNotReady);  // the copy
+  EXPECT_EQ(host, std::vector<int>(n, 8));
+  ASSERT_EQ(cudaEventQuery(copied), cudaErrorNotReady);  // the record
+  ASSERT_CUDA_OK(cudaEventQuery(copied));
+  ASSERT_CUDA_OK(cudaEventDestroy(copied));
+}
+
+// A fault in the step a query runs is the query's error (sticky), not "not ready".
+TEST_F(SimLazy, AFaultRunByAQueryIsItsError) {
+  const int n = 8;
+  DeviceBuffer<int> v(std::vector<int>(n, 0));
+  std::vector<int> host(n, 0);
+  fill_kernel<<<1, 8, 0, producer_>>>(host.data(), n, 1);  // a host pointer: faults when it runs
+  ASSERT_CUDA_OK(cudaGetLastError());  // queued: nothing checked yet
+  EXPECT_EQ(cudaStreamQuery(producer_), cudaErrorIllegalAddress);
+  EXPECT_EQ(cudaEventQuery(ev_), cudaErrorIllegalAddress);  // sticky
+  EXPECT_NE(sim::last_fault().find("is not a device pointer"), std::string::npos) << sim::last_fault();
+  // Start over for TearDown (the reset destroyed the fixture's streams and event).
+  sim::reset();
+  ASSERT_CUDA_OK(cudaStreamCreate(&producer_));
+  ASSERT_CUDA_OK(cudaStreamCreate(&consumer_));
+  ASSERT_CUDA_OK(cudaEventCreateWithFlags(&ev_, cudaEventDisableTiming));
+}
+
+// Querying the capturing stream is illegal in every capture mode: refused, capture invalidated.
+TEST_F(SimLazy, QueryingACapturingStreamIsRefused) {
+  const int n = 8;
+  DeviceBuffer<int> v(std::vector<int>(n, 0));
+  ASSERT_CUDA_OK(cudaStreamBeginCapture(producer_, cudaStreamCaptureModeRelaxed));
+  add_kernel<<<1, 8, 0, producer_>>>(v.get(), n, 1);
+  EXPECT_EQ(cudaStreamQuery(producer_), cudaErrorStreamCaptureUnsupported);
+  cudaGraph_t g = nullptr;
+  EXPECT_EQ(cudaStreamEndCapture(producer_, &g), cudaErrorStreamCaptureInvalidated);
+  EXPECT_EQ(g, nullptr);
+  (void)cudaGetLastError();
+  EXPECT_EQ(v.download(), std::vector<int>(n, 0));  // captured, never run
+}
+
+TEST_F(SimLazy, SyncModeQueriesAreAlwaysReady) {
+  sim::set_stream_mode(sim::StreamMode::Sync);
+  const int n = 8;
+  DeviceBuffer<int> v(std::vector<int>(n, 0));
+  fill_kernel<<<1, 8, 0, producer_>>>(v.get(), n, 2);
+  ASSERT_CUDA_OK(cudaEventRecord(ev_, producer_));
+  EXPECT_EQ(peek(v.get(), n), std::vector<int>(n, 2));  // ran at the launch
+  ASSERT_CUDA_OK(cudaEventQuery(ev_));
+  ASSERT_CUDA_OK(cudaStreamQuery(producer_));
 }
 
 TEST_F(SimLazy, SynchronousCallsAndTheLegacyStreamRunEverything) {

@@ -110,7 +110,7 @@ TEST(Strategies, DeviceAndHostStagedMpiGiveIdenticalWeights) {
 // compute and copy streams runs only when an event wait or a sync forces it, so a missing
 // cudaStreamWaitEvent / event sync in the overlap, graph or device-pointer paths would hand
 // MPI or the host stale gradients. Each variant must give the bits of the synchronous run.
-// (make test's 2-rank run sets SIM_STREAMS=lazy for everything, so the baseline is forced.)
+// (Lazy streams are the emulator's default, so the synchronous baseline is forced.)
 class StreamMode {
  public:
   explicit StreamMode(sim::StreamMode m) : saved_(sim::stream_mode()) { sim::set_stream_mode(m); }
@@ -158,6 +158,31 @@ TEST(Strategies, LazyStreamsGiveTheSynchronousWeightsOnEveryPath) {
     expect_verified<float>(lazy);
     EXPECT_TRUE(flat(sync.params) == flat(lazy.params)) << "lazy streams changed the weights";
     EXPECT_EQ(sync.test_precision, lazy.test_precision);
+  }
+}
+
+// The overlap's polling loop (trainer.cpp: MPI_Test until layer 1's gradient copy is done)
+// must really iterate: the emulator's lazy streams answer cudaEventQuery with "not ready"
+// while the copy stream still has work, one step per query, as a GPU still busy would. Every
+// step finds that copy pending, so every rank polls at least once per step; without overlap
+// nothing polls, and the weights are the same bits either way.
+TEST(Strategies, OverlapPollsMpiWhileTheLastGradientCopyIsPending) {
+  if (comm::size() < 2) GTEST_SKIP() << "one rank exchanges no gradients";
+  const HostData d = make_data(60, 20);
+  StreamMode mode(sim::StreamMode::Lazy);
+  for (Strategy st : {Strategy::Allreduce, Strategy::ParamServer}) {
+    SCOPED_TRACE(strategy_name(st));
+    Config c = small_config(6, 7, 2);
+    c.strategy = st;
+    c.verify = false;
+    c.overlap = true;
+    const TrainResult on = train_on<float>(c, d, nullptr);
+    c.overlap = false;
+    const TrainResult off = train_on<float>(c, d, nullptr);
+    const std::uint64_t steps = std::uint64_t(c.epochs) * ((on.n_fit + c.batch - 1) / c.batch);
+    EXPECT_GE(on.overlap_polls, steps * std::uint64_t(comm::size()));
+    EXPECT_EQ(off.overlap_polls, 0u);
+    EXPECT_TRUE(flat(on.params) == flat(off.params)) << "--no-overlap changed the weights";
   }
 }
 #endif  // SIM_EMULATOR

@@ -1,8 +1,9 @@
 // The CUDA runtime API apart from memory: error strings, device queries, device
-// reset, streams and events (all work is synchronous), function attributes.
+// reset, streams and events (lazy-mode queues: lazy.cpp), function attributes.
 // Tested by tests/sim and kernels/sim/examples/checks.cu.
 #include <unistd.h>
 #include <cstdio>
+#include <limits>
 #include "internal.h"
 
 namespace sim::detail {
@@ -257,7 +258,23 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s) {
   if (const cudaError_t e = capture_forbids(s)) return e;
   return stream_valid(s) ? cudaSuccess : set_error(cudaErrorInvalidResourceHandle);
 }
-cudaError_t cudaStreamQuery(cudaStream_t s) { return cudaStreamSynchronize(s); }
+// Queries in the lazy mode: with work still pending the answer is cudaErrorNotReady, and the
+// device then takes one step (runs one queued item), as a GPU progresses between two polls; a
+// polling loop therefore sees "not ready" rounds and still ends. cudaErrorNotReady is an
+// answer, not an error: CUDA does not record it as the thread's last error, and neither do
+// these. The capture rules are those of the synchronising calls.
+cudaError_t cudaStreamQuery(cudaStream_t s) {
+  SIM_STICKY_CHECK();
+  if (const cudaError_t e = capture_check(s)) return e;
+  if (!stream_valid(s)) return set_error(cudaErrorInvalidResourceHandle);
+  // The legacy and per-thread streams run their work at the call: never pending.
+  if (lazy_streams() && !in_replay() && is_created_stream(s) &&
+      lazy_step(s, std::numeric_limits<unsigned long long>::max())) {
+    if (const cudaError_t e = sticky_error()) return set_error(e);  // a fault in that step
+    return cudaErrorNotReady;
+  }
+  return cudaSuccess;
+}
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int) {
   SIM_STICKY_CHECK();
   if (!stream_valid(s) || !event_valid(e)) return set_error(cudaErrorInvalidResourceHandle);
@@ -318,7 +335,22 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e) {
   }
   return sticky_error() == cudaSuccess ? cudaSuccess : set_error(sticky_error());
 }
-cudaError_t cudaEventQuery(cudaEvent_t e) { return cudaEventSynchronize(e); }
+cudaError_t cudaEventQuery(cudaEvent_t e) {
+  SIM_STICKY_CHECK();
+  if (const cudaError_t c = capture_check()) return c;
+  if (!event_valid(e)) return set_error(cudaErrorInvalidResourceHandle);
+  if (lazy_streams() && !in_replay()) {
+    // Recorded by a graph node: its queue position is unknown, so any pending work counts.
+    const bool pending = e->in_graph       ? lazy_step_any()
+                         : e->lazy_stream ? lazy_step(e->lazy_stream, e->lazy_seq)
+                                          : false;
+    if (pending) {
+      if (const cudaError_t f = sticky_error()) return set_error(f);
+      return cudaErrorNotReady;
+    }
+  }
+  return sticky_error() == cudaSuccess ? cudaSuccess : set_error(sticky_error());
+}
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) {
   SIM_STICKY_CHECK();
   if (!ms) return set_error(cudaErrorInvalidValue);

@@ -247,15 +247,19 @@ cudaError_t capture_check(cudaStream_t stream = nullptr);
 bool in_replay();                          // inside a graph replay or a lazy node's work
 bool is_created_stream(cudaStream_t s);   // not the legacy or per-thread stream
 bool capture_active_on(cudaStream_t s);   // s is being captured into a graph
-// Lazy stream mode (lazy.cpp; sim::set_stream_mode, SIM_STREAMS=lazy). Work queued on a
-// created stream runs only when something forces it, in stream order; a wait node forces the
-// waited stream up to the event's record. So a missing cudaStreamWaitEvent shows up as stale
-// data, which the synchronous default can never show.
+// Lazy stream mode (lazy.cpp; the default; sim::set_stream_mode, SIM_STREAMS=sync|lazy). Work
+// queued on a created stream runs only when something forces it, in stream order; a wait node
+// forces the waited stream up to the event's record. So a missing cudaStreamWaitEvent shows up
+// as stale data, which the synchronous mode can never show.
 bool lazy_streams();
 // Queues `node` on stream s (not the legacy stream); returns its position (1-based).
 unsigned long long lazy_enqueue(CUstream_st* s, std::function<void()> node);
 unsigned long long lazy_last_enqueued();  // position of this thread's latest lazy_enqueue
 void lazy_drain(CUstream_st* s, unsigned long long upto);  // run s's work up to position upto
+// One step of the device: runs s's next queued item if its position is <= upto; false when
+// there was none (s is done up to upto). cudaStreamQuery/cudaEventQuery call it.
+bool lazy_step(CUstream_st* s, unsigned long long upto);
+bool lazy_step_any();  // one item of some stream; false when every queue is empty
 void lazy_drain_all();
 void lazy_forget_stream(CUstream_st* s);  // before delete: events stop pointing at it
 // The queues assume one host thread drives a given stream at a time (as the trainer does per

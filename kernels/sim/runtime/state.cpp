@@ -163,8 +163,8 @@ Order order() { return G().s.order; }
 unsigned long long seed() { return G().s.seed; }
 std::string describe_schedule() {
   const Settings& s = G().s;
-  return strf("order=%s seed=%llu workers=%d%s", order_name(s.order), s.seed, s.workers,
-              stream_mode() == StreamMode::Lazy ? " streams=lazy" : "");
+  return strf("order=%s seed=%llu workers=%d streams=%s", order_name(s.order), s.seed, s.workers,
+              stream_mode() == StreamMode::Lazy ? "lazy" : "sync");
 }
 void set_fault_mode(FaultMode m) { G().s.fault_mode = m; }
 FaultMode fault_mode() { return G().s.fault_mode; }

@@ -11,16 +11,17 @@ enum class FaultMode { Abort, Record };
 void set_order(Order o, unsigned long long seed = 1);  // overrides SIM_ORDER/SIM_SEED at run time
 Order order();
 unsigned long long seed();
-std::string describe_schedule();  // e.g. "order=random seed=7 workers=1"
+std::string describe_schedule();  // e.g. "order=random seed=7 workers=1 streams=lazy"
 
 void set_fault_mode(FaultMode m);
 FaultMode fault_mode();
 std::string last_fault();  // "" if none since the last reset()
 void reset();              // same as cudaDeviceReset()
 
-// Streams: Sync (default) runs all work at the call; Lazy queues work on created streams
-// until a synchronising call, an event wait or the legacy stream forces it, exposing a
-// missing cudaStreamWaitEvent. SIM_STREAMS=lazy selects Lazy at start. Switching drains.
+// Streams: Lazy (default) queues work on created streams until a synchronising call, an
+// event wait or the legacy stream forces it, exposing a missing cudaStreamWaitEvent; queries
+// answer cudaErrorNotReady while work is pending (and run one item each). Sync runs all work
+// at the call. SIM_STREAMS=sync selects Sync at start. Switching to Sync drains.
 enum class StreamMode { Sync, Lazy };
 void set_stream_mode(StreamMode m);
 StreamMode stream_mode();
