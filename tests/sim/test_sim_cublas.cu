@@ -569,6 +569,20 @@ TEST_F(SimCublas, OutputMatrixPastItsAllocationIsAnIllegalAddress) {
   sim::reset();
 }
 
+TEST_F(SimCublas, MisalignedMatrixIsAMisalignedAddress) {
+  DeviceBuffer<float> A(std::vector<float>(5, 1.0f)), C(std::vector<float>(4, 7.0f));
+  const float one = 1.0f, zero = 0.0f;
+  const float* odd = reinterpret_cast<const float*>(reinterpret_cast<const char*>(A.get()) + 2);
+  EXPECT_EQ(cublasSgemm(h_, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, odd, 2, A.get(), 2, &zero,
+                        C.get(), 2),
+            CUBLAS_STATUS_SUCCESS);
+  const std::string fault = sim::last_fault();
+  EXPECT_TRUE(simtest::contains(fault, "argument A (const float*)")) << fault;
+  EXPECT_TRUE(simtest::contains(fault, "is not aligned to 4 bytes")) << fault;
+  EXPECT_EQ(cudaGetLastError(), cudaErrorMisalignedAddress);
+  sim::reset();
+}
+
 TEST_F(SimCublas, HostScalarInDevicePointerModeIsAnIllegalAddress) {
   DeviceBuffer<float> A(std::vector<float>(4, 1.0f)), C(std::vector<float>(4, 7.0f));
   const float one = 1.0f;
