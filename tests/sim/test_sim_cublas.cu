@@ -210,6 +210,7 @@ TEST_F(SimCublas, HandleCallsCheckTheHandleAndTheirArguments) {
   EXPECT_EQ(cublasGetPointerMode(h_, nullptr), IV);
   EXPECT_EQ(cublasSetPointerMode(h_, cublasPointerMode_t(2)), IV);
   EXPECT_EQ(cublasSetMathMode(h_, cublasMath_t(5)), IV);
+  EXPECT_EQ(cublasSetMathMode(h_, cublasMath_t(32)), IV);
 
   // Defaults, then every setter read back.
   ASSERT_EQ(cublasGetStream(h_, &s), CUBLAS_STATUS_SUCCESS);

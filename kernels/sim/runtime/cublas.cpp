@@ -352,9 +352,10 @@ cublasStatus_t cublasGetPointerMode_v2(cublasHandle_t handle, cublasPointerMode_
 
 cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode) {
   if (!live(handle)) return refuse(CUBLAS_STATUS_NOT_INITIALIZED, "cublasSetMathMode", "bad handle");
-  // One of the base modes, optionally with the reduced-precision-reduction flag.
+  // One of the base modes, optionally with the reduced-precision-reduction flag. CUDA 13's
+  // BF16x9 and fixed-point emulations aim at full FP32/FP64 accuracy: computed as the default.
   const unsigned base = static_cast<unsigned>(mode) & ~16u;
-  if (base > CUBLAS_TF32_TENSOR_OP_MATH)
+  if (base > CUBLAS_FP32_EMULATED_BF16X9_MATH && base != CUBLAS_FP64_EMULATED_FIXEDPOINT_MATH)
     return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasSetMathMode",
                   strf("mode = %d is not a cublasMath_t", int(mode)));
   handle->math = mode;
