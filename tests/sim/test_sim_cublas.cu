@@ -570,6 +570,21 @@ TEST_F(SimCublas, OutputMatrixPastItsAllocationIsAnIllegalAddress) {
   sim::reset();
 }
 
+// The handle's stream was destroyed (undefined behaviour on a GPU): the GEMM cannot launch.
+TEST_F(SimCublas, DestroyedStreamCannotLaunch) {
+  DeviceBuffer<float> A(std::vector<float>(4, 1.0f)), C(std::vector<float>(4, 7.0f));
+  const float one = 1.0f;
+  cudaStream_t s = nullptr;
+  ASSERT_CUDA_OK(cudaStreamCreate(&s));
+  ASSERT_CUDA_OK(cudaStreamDestroy(s));
+  ASSERT_EQ(cublasSetStream(h_, s), CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(cublasSgemm(h_, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, A.get(), 2, A.get(), 2, &one,
+                        C.get(), 2),
+            CUBLAS_STATUS_EXECUTION_FAILED);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidResourceHandle);
+  EXPECT_EQ(C.download(), std::vector<float>(4, 7.0f));
+}
+
 TEST_F(SimCublas, MisalignedMatrixIsAMisalignedAddress) {
   DeviceBuffer<float> A(std::vector<float>(5, 1.0f)), C(std::vector<float>(4, 7.0f));
   const float one = 1.0f, zero = 0.0f;

@@ -213,10 +213,13 @@ template <class T>
 cublasStatus_t gemm(const char* fn, cublasHandle_t h, cublasOperation_t transa,
                     cublasOperation_t transb, int m, int n, int k, const T* alpha, const T* A,
                     int lda, const T* B, int ldb, const T* beta, T* C, int ldc) {
-  if (!live(h)) return refuse(CUBLAS_STATUS_NOT_INITIALIZED, fn, "the handle was not created by cublasCreate or was destroyed");
+  if (!live(h))
+    return refuse(CUBLAS_STATUS_NOT_INITIALIZED, fn,
+                  "the handle was not created by cublasCreate or was destroyed");
   // The documented CUBLAS_STATUS_INVALID_VALUE cases, in that order.
   if (m < 0 || n < 0 || k < 0)
-    return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, strf("m = %d, n = %d, k = %d: negative size", m, n, k));
+    return refuse(CUBLAS_STATUS_INVALID_VALUE, fn,
+                  strf("m = %d, n = %d, k = %d: negative size", m, n, k));
   if (!gemm_op_ok(transa) || !gemm_op_ok(transb))
     return refuse(CUBLAS_STATUS_INVALID_VALUE, fn,
                   strf("transa = %d, transb = %d: not CUBLAS_OP_N, CUBLAS_OP_T or CUBLAS_OP_C",
