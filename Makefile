@@ -67,7 +67,8 @@ CPU_LIB      := $(CPU_DIR)/libnn.a
 CPU_SIMLIB   := $(CPU_DIR)/libsim.a
 CPU_TRAIN    := $(CPU_DIR)/bin/nn_train
 CPU_TESTS    := $(CPU_DIR)/bin/nn_tests
-CPU_LDLIBS   := $(LIBS) -lboost_context $(SANFLAGS)
+# -lopenblas: the emulated cuBLAS (kernels/sim/runtime/cublas.cpp) computes on OpenBLAS's CBLAS.
+CPU_LDLIBS   := $(LIBS) -lopenblas -lboost_context $(SANFLAGS)
 
 # The emulator's view of NVTX: only the header-only nvtx3 directory, never the rest of
 # the CUDA include tree (its cuda_runtime.h must not shadow the emulator's).

@@ -37,7 +37,7 @@ check_all() {
   need openmpi-bin           "mpirun"                           have_cmd mpirun
   need libopenmpi-dev        "MPI C++ wrapper $MPICXX"          have_cmd "$MPICXX"
   need libarmadillo-dev      "Armadillo"                        have_lib armadillo -larmadillo
-  need libopenblas-dev       "OpenBLAS (fast BLAS for Armadillo)" have_lib cblas.h -lopenblas
+  need libopenblas-dev       "OpenBLAS (Armadillo, sim cuBLAS)" have_lib cblas.h -lopenblas
   need libgtest-dev          "GoogleTest"                       have_lib gtest/gtest.h "-lgtest -pthread"
   need libboost-context-dev  "Boost.Context (emulator fibers)"  have_lib boost/context/detail/fcontext.hpp -lboost_context
   need zlib1g-dev            "zlib"                             have_lib zlib.h -lz

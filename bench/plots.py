@@ -523,7 +523,8 @@ def plot_gemm(path, metric, out_dir):
         val = {(r["shape"], r.get("name") or ("variant " + str(r.get("variant")))): pos(r.get(metric))
                for r in sub}
         cmap = plt.get_cmap("tab10")
-        has_cublas = any(v == 0 for v in variants.values())
+        # The emulator's cuBLAS is OpenBLAS on the host: gemm_bench keeps naive as its baseline.
+        has_cublas = any(v == 0 for v in variants.values()) and not is_emulator(dev)
         baseline = next((nm for nm in names if variants[nm] == (0 if has_cublas else 1)), None)
         width = 0.8 / max(1, len(names))
         for i, nm in enumerate(names):

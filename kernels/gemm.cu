@@ -1,5 +1,6 @@
-// The GEMM dispatcher: argument validation, variant names, and variant 0 (cuBLAS, CUDA
-// build only: one lazily created handle plus a small bias/sigmoid epilogue kernel).
+// The GEMM dispatcher: argument validation, variant names, and variant 0 (cuBLAS: one lazily
+// created handle plus a small bias/sigmoid epilogue kernel; in the emulator build the emulated
+// cuBLAS of kernels/sim, computed by the host's OpenBLAS).
 // Tested by tests/kernels/test_gemm.cpp; timed by bench/gemm_bench.cpp.
 #include "gemm.h"
 
@@ -9,9 +10,7 @@
 #include "common/check.h"
 #include "common/nvtx.h"
 
-#ifndef SIM_EMULATOR
 #include <cublas_v2.h>
-#endif
 
 namespace nn {
 
@@ -27,13 +26,7 @@ const char* gemm_variant_name(int v) {
   return (v >= 0 && v < kGemmVariants) ? kNames[v] : "unknown";
 }
 
-bool gemm_variant_available(int v) {
-#ifdef SIM_EMULATOR
-  return v >= 1 && v < kGemmVariants;
-#else
-  return v >= 0 && v < kGemmVariants;
-#endif
-}
+bool gemm_variant_available(int v) { return v >= 0 && v < kGemmVariants; }
 
 int gemm_default_variant() { return 4; }
 
@@ -62,7 +55,6 @@ void validate(const GemmArgs<T>& a) {
 
 }  // namespace gemm_detail
 
-#ifndef SIM_EMULATOR
 namespace {
 
 void cublas_check(cublasStatus_t st, const char* what) {
@@ -126,7 +118,6 @@ void gemm_cublas(const GemmArgs<T>& a, cudaStream_t s) {
 }
 
 }  // namespace
-#endif  // !SIM_EMULATOR
 
 template <class T>
 void gemm(int variant, const GemmArgs<T>& args, cudaStream_t s) {
@@ -151,13 +142,7 @@ void gemm(int variant, const GemmArgs<T>& args, cudaStream_t s) {
     return;
   }
   switch (variant) {
-    case 0:
-#ifdef SIM_EMULATOR
-      bad("variant 0: cuBLAS is not available in the emulator build");
-#else
-      gemm_cublas(a, s);
-#endif
-      break;
+    case 0: gemm_cublas(a, s); break;
     case 1: gemm_detail::gemm_naive(a, s); break;
     case 2: gemm_detail::gemm_tiled(a, s); break;
     case 3: gemm_detail::gemm_regblock(a, s); break;

@@ -24,9 +24,9 @@ struct GemmArgs {
   Epilogue epilogue = Epilogue::None; const T* bias = nullptr;  // bias has M entries
 };
 
-constexpr int kGemmVariants = 5;  // 0 = cuBLAS (CUDA build only), 1..4 ours
+constexpr int kGemmVariants = 5;  // 0 = cuBLAS (emulated on OpenBLAS in the CPU build), 1..4 ours
 const char* gemm_variant_name(int v);  // "cublas", "naive", "tiled", "regblock", "warptile"
-bool gemm_variant_available(int v);    // false for 0 in the emulator build
+bool gemm_variant_available(int v);    // 0..4 (true in both builds)
 // Validates args (std::invalid_argument on M,N,K < 1, bad ld, null pointers), dispatches.
 template <class T>
 void gemm(int variant, const GemmArgs<T>& a, cudaStream_t s = 0);

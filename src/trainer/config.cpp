@@ -204,12 +204,12 @@ const Spec kSpecs[] = {
   {"no-shuffle", nullptr, "batches in file order instead of shuffled every epoch",
    [](const Config& c) { return std::string(c.shuffle ? "off" : "on"); },
    [](Config& c, const std::string& v) { c.shuffle = !to_bool(v); }},
-  {"gemm", "V", "GEMM: 0 cuBLAS (CUDA build), 1 naive, 2 tiled, 3 regblock, 4 warptile",
+  {"gemm", "V", "GEMM: 0 cuBLAS (emulator: on OpenBLAS), 1 naive, 2 tiled, 3 regblock, 4 warptile",
    [](const Config& c) { return std::to_string(c.gemm); },
    [](Config& c, const std::string& v) {
      c.gemm = to_int32(v, 0, kGemmVariants - 1);
      if (!gemm_variant_available(c.gemm))
-       throw BadValue{"cuBLAS (variant 0) is not available in the emulator build; use 1..4"};
+       throw BadValue{"variant " + v + " is not available in this build"};
    }},
   {"save", "FILE", "write a checkpoint of the final weights",
    [](const Config& c) { return or_none(c.save); },

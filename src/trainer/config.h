@@ -26,7 +26,7 @@ struct Config {
   double val_fraction = 0.1;          // tail of the used training images held out
   std::uint64_t seed = 1;             // initial weights and per-epoch shuffles
   bool shuffle = true;                // false: batches in file order
-  int gemm = 4;                       // GEMM variant 0..4 (0 = cuBLAS, CUDA build only)
+  int gemm = 4;                       // GEMM variant 0..4 (0 = cuBLAS; emulated on OpenBLAS in the CPU build)
   std::string save;                   // checkpoint written at the end ("" = none)
   std::string load;                   // checkpoint to start from ("" = fresh init)
   bool verify = false;                // replay on the Armadillo reference and compare

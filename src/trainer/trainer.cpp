@@ -111,8 +111,7 @@ void validate(const Config& cfg) {
     bad("--gemm must be 0.." + std::to_string(kGemmVariants - 1));
   if (!gemm_variant_available(cfg.gemm))
     bad("--gemm " + std::to_string(cfg.gemm) + " (" + gemm_variant_name(cfg.gemm) +
-        ") needs the CUDA build; this is the emulator build (use 1-" +
-        std::to_string(kGemmVariants - 1) + ")");
+        ") is not available in this build");
   // The server adds the gradients on the host, so it needs them in host memory.
   if (cfg.mpi_device && cfg.strategy == Strategy::ParamServer)
     bad("--mpi device works with --strategy allreduce or model; the parameter server (ps) sums on the host");

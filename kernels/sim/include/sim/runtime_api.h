@@ -228,6 +228,9 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpy
                             cudaStream_t stream);
 cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
                          size_t height, cudaMemcpyKind kind);
+cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch,
+                              size_t width, size_t height, cudaMemcpyKind kind,
+                              cudaStream_t stream);
 cudaError_t cudaMemset(void* devPtr, int value, size_t count);
 cudaError_t cudaMemsetAsync(void* devPtr, int value, size_t count, cudaStream_t stream);
 
@@ -270,6 +273,10 @@ cudaError_t sim_cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* numBlocks, in
 inline cudaError_t cudaEventRecord(cudaEvent_t event) { return cudaEventRecord(event, nullptr); }
 inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
   return cudaMemcpyAsync(dst, src, count, kind, nullptr);
+}
+inline cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch,
+                                     size_t width, size_t height, cudaMemcpyKind kind) {
+  return cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, kind, nullptr);
 }
 inline cudaError_t cudaMemsetAsync(void* devPtr, int value, size_t count) {
   return cudaMemsetAsync(devPtr, value, count, nullptr);
