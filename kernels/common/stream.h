@@ -40,10 +40,7 @@ class Event {
   // True once the work before the record has finished; never blocks.
   bool done() const {
     const cudaError_t r = cudaEventQuery(e_);
-    if (r == cudaErrorNotReady) {
-      (void)cudaGetLastError();  // "not ready" is an answer, not an error to keep
-      return false;
-    }
+    if (r == cudaErrorNotReady) return false;  // an answer, never recorded as the last error
     CUDA_CHECK(r);
     return true;
   }

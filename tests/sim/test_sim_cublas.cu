@@ -234,6 +234,8 @@ TEST_F(SimCublas, HandleCallsCheckTheHandleAndTheirArguments) {
   EXPECT_EQ(pm, CUBLAS_POINTER_MODE_DEVICE);
   DeviceBuffer<char> ws(1 << 16);
   EXPECT_EQ(cublasSetWorkspace(h_, ws.get(), ws.bytes()), CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(ws.get()) % 256, 0u);  // cudaMalloc's alignment
+  EXPECT_EQ(cublasSetWorkspace(h_, ws.get() + 16, ws.bytes() - 16), CUBLAS_STATUS_INVALID_VALUE);
   EXPECT_EQ(cublasSetStream(h_, nullptr), CUBLAS_STATUS_SUCCESS);
   EXPECT_CUDA_OK(cudaStreamDestroy(mine));
 

@@ -123,9 +123,7 @@ struct Gemm {
 
   // [p, p + its footprint) must be device memory (a kernel could read it): a column-major
   // rows x cols matrix with leading dimension ld spans (cols - 1) * ld + rows elements. The
-  // emulator's registry answers "is this address inside an allocation", so the first and last
-  // byte are checked; a range that leaves its allocation and ends inside another one is not
-  // caught (reported to the owner of memory.cpp: an extent query would close that).
+  // whole span must lie inside one device allocation.
   bool check(const char* arg, const void* p, int rows, int cols, int ld, bool writes) const {
     const size_t elems = static_cast<size_t>(cols - 1) * static_cast<size_t>(ld) + rows;
     const size_t bytes = elems * sizeof(T);
@@ -136,7 +134,7 @@ struct Gemm {
       why = "is a null pointer";
     } else if (!is_kernel_accessible(p)) {
       why = "is not a device pointer (host memory?)";
-    } else if (!is_kernel_accessible(static_cast<const char*>(p) + bytes - 1)) {
+    } else if (!device_range(p, bytes)) {
       why = strf("is device memory, but the %d x %d matrix %s there (leading dimension %d, "
                  "%zu bytes) runs past the end of its allocation",
                  rows, cols, what, ld, bytes);
@@ -324,12 +322,14 @@ cublasStatus_t cublasGetStream_v2(cublasHandle_t handle, cudaStream_t* streamId)
   return CUBLAS_STATUS_SUCCESS;
 }
 
-// cuBLAS wants the workspace 256-byte aligned; the emulator's cudaMalloc only guarantees
-// malloc's 16 bytes, so that check would refuse correct programs and is not made.
+// cuBLAS documents a 256-byte aligned workspace (cudaMalloc, here as on a GPU, aligns to 256).
 cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t handle, void* workspace,
                                      size_t workspaceSizeInBytes) {
   if (!live(handle))
     return refuse(CUBLAS_STATUS_NOT_INITIALIZED, "cublasSetWorkspace", "bad handle");
+  if (workspace && workspaceSizeInBytes && reinterpret_cast<std::uintptr_t>(workspace) % 256 != 0)
+    return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasSetWorkspace",
+                  strf("workspace %p is not aligned to 256 bytes", workspace));
   handle->workspace = workspace;
   handle->workspace_bytes = workspaceSizeInBytes;
   return CUBLAS_STATUS_SUCCESS;

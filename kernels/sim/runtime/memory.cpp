@@ -173,6 +173,14 @@ bool is_kernel_accessible(const void* p) {
   return find(p) != nullptr;
 }
 
+bool device_range(const void* p, size_t bytes) {
+  std::lock_guard<std::mutex> lk(mem_mutex());
+  uintptr_t base = 0;
+  const Alloc* a = find(p, &base);
+  return a && device_like(a->kind) && reinterpret_cast<uintptr_t>(p) - base <= a->size &&
+         bytes <= a->size - (reinterpret_cast<uintptr_t>(p) - base);
+}
+
 void* device_view(const void* p) {
   std::lock_guard<std::mutex> lk(mem_mutex());
   char* view = nullptr;
