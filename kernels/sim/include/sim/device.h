@@ -89,6 +89,7 @@ inline unsigned warp_match(Site s, int kind, unsigned mask, T v, int* pred = nul
 }  // namespace sim::detail
 
 #define SIM_SITE_ ::sim::detail::Site{__FILE__, __LINE__}
+#include "strict.h"  // the launch-bounds check (needs the records above)
 
 // ---- built-in index variables (of the fiber that is running) ------------------
 #define threadIdx (static_cast<const ::uint3&>(::sim::detail::tl_thread->thread_idx))
