@@ -19,12 +19,12 @@ bool on_kernel_fiber(const Worker* w) {
   return frame >= f.stack_lo && frame < f.stack_lo + f.stack_size;
 }
 
-// Records a fault raised from instrumented kernel code and leaves the fiber for good: the
-// scheduler sees a faulted thread and abandons the block (its fibers are reset). No
+// Leaves the fiber of a thread whose fault was reported, for good: the scheduler sees a
+// faulted thread and abandons the block (its fibers are reset, never resumed). No
 // exception: GCC declares the UBSan handlers nothrow, so unwinding through their callers
-// would terminate the process.
-[[noreturn]] void park_faulted(Worker* w, cudaError_t err, const std::string& msg) {
-  report_fault(err, msg);  // does not return in FaultMode::Abort
+// would terminate the process. Whatever the caller's frames own is not released: callers
+// destroy their own strings first.
+[[noreturn]] void park_faulted(Worker* w) {
   w->ctx[w->cur].state = kFaulted;
   w->yield();
   std::fprintf(stderr, "sim: a faulted kernel thread was resumed\n");
@@ -126,13 +126,14 @@ __attribute__((no_sanitize_undefined)) void type_mismatch(UbsanTypeMismatch* d, 
   const bool misaligned = ptr != 0 && (ptr & (align - 1)) != 0;
   Worker* w = tl_worker;
   if (misaligned && on_kernel_fiber(w)) {
-    const ThreadCtx& c = w->ctx[w->cur];
-    park_faulted(w, cudaErrorMisalignedAddress,
+    report_fault(cudaErrorMisalignedAddress,  // does not return in FaultMode::Abort
                  strf("misaligned address: %s %p (type %s), which needs %zu-byte alignment, "
                       "at %s:%u:%u, thread %s of %s",
                       check_kind_name(d->check_kind), reinterpret_cast<void*>(ptr),
                       type_text(d->type).c_str(), static_cast<size_t>(align), d->loc.file,
-                      d->loc.line, d->loc.column, tid_str(c).c_str(), w->where().c_str()));
+                      d->loc.line, d->loc.column, tid_str(w->ctx[w->cur]).c_str(),
+                      w->where().c_str()));
+    park_faulted(w);  // the message's temporaries are gone: nothing on this frame leaks
   }
   if (auto next = reinterpret_cast<UbsanHandler>(dlsym(RTLD_NEXT, next_name))) {
     next(d, ptr);  // libubsan reports (and, for the _abort variant, exits)
