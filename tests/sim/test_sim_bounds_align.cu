@@ -30,7 +30,9 @@ struct Tile {
 
 // Every thread that runs counts itself.
 __global__ void __launch_bounds__(kBound) bounded_count(unsigned* count) { atomicAdd(count, 1u); }
-constexpr int kBoundedLine = __LINE__ - 1;
+#ifdef SIM_EMULATOR
+constexpr int kBoundedLine = __LINE__ - 2;
+#endif
 
 __global__ void __launch_bounds__(kBound, 4)
     bounded_min_blocks(unsigned* count) {
