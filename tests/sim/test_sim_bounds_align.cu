@@ -199,6 +199,11 @@ __global__ void load_double2(const double* in, double* out) {
   out[0] = v.x + v.y;
 }
 
+__global__ void load_double4(const double* in, double* out) {
+  const double4 v = *reinterpret_cast<const double4*>(in);
+  out[0] = v.x + v.w;
+}
+
 __global__ void store_int4(int* out) { *reinterpret_cast<int4*>(out) = make_int4(1, 2, 3, 4); }
 
 __global__ void add_int(int* p) { atomicAdd(p, 1); }
@@ -295,11 +300,15 @@ TEST_F(SimBoundsAlign, MisalignedStoreDoesNotHappen) {
   expect_misaligned("store_float2", buf + 1, 8, kStoreFloat2Line, "float2 store");
 }
 
-TEST_F(SimBoundsAlign, MisalignedDouble2AndInt4) {
+TEST_F(SimBoundsAlign, MisalignedDouble2Double4AndInt4) {
   double* d = nullptr;
   ASSERT_CUDA_OK(cudaMalloc(&d, 8 * sizeof(double)));
   load_double2<<<1, 1>>>(d + 1, d + 4);  // 8 mod 16
   expect_misaligned("load_double2", d + 1, 16, 0, "double2 load");
+
+  ASSERT_CUDA_OK(cudaMalloc(&d, 16 * sizeof(double)));
+  load_double4<<<1, 1>>>(d + 3, d + 12);  // 8 mod 16
+  expect_misaligned("load_double4", d + 3, 16, 0, "double4 load");
 
   int* i = nullptr;
   ASSERT_CUDA_OK(cudaMalloc(&i, 16 * sizeof(int)));
