@@ -89,6 +89,7 @@ inline unsigned warp_match(Site s, int kind, unsigned mask, T v, int* pred = nul
 }  // namespace sim::detail
 
 #define SIM_SITE_ ::sim::detail::Site{__FILE__, __LINE__}
+#include "strict.h"  // launch bounds and alignment checks (needs the records above)
 
 // ---- built-in index variables (of the fiber that is running) ------------------
 #define threadIdx (static_cast<const ::uint3&>(::sim::detail::tl_thread->thread_idx))
@@ -165,6 +166,8 @@ inline void __nanosleep(unsigned) {}
 inline void __trap() { ::sim::detail::device_fault("__trap() called"); }
 
 // ---- atomics (blocks may run on several OS threads; GCC __atomic builtins) ----
+// Each checks its address's alignment first (sim/strict.h); the defaulted trailing
+// parameters are the call site.
 namespace sim::detail {
 template <class T>
 inline T atomic_cas_loop_add(T* p, T v) {
@@ -198,43 +201,81 @@ inline T atomic_cas(T* p, T cmp, T v) {
 }  // namespace sim::detail
 
 #define SIM_ATOMIC_ADD(T, IMPL)                                                    \
-  inline T atomicAdd(T* a, T v) { return IMPL; }                                   \
-  inline T atomicAdd_block(T* a, T v) { return IMPL; }                             \
-  inline T atomicAdd_system(T* a, T v) { return IMPL; }
+  inline T atomicAdd(T* a, T v SIM_ATOMIC_SITE_) {                                 \
+    SIM_ATOMIC_CHECK_("atomicAdd");                                                 \
+    return IMPL;                                                                    \
+  }                                                                                 \
+  inline T atomicAdd_block(T* a, T v SIM_ATOMIC_SITE_) {                           \
+    SIM_ATOMIC_CHECK_("atomicAdd_block");                                           \
+    return IMPL;                                                                    \
+  }                                                                                 \
+  inline T atomicAdd_system(T* a, T v SIM_ATOMIC_SITE_) {                          \
+    SIM_ATOMIC_CHECK_("atomicAdd_system");                                          \
+    return IMPL;                                                                    \
+  }
 SIM_ATOMIC_ADD(int, __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST))
 SIM_ATOMIC_ADD(unsigned int, __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST))
 SIM_ATOMIC_ADD(unsigned long long, __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST))
 SIM_ATOMIC_ADD(float, ::sim::detail::atomic_cas_loop_add(a, v))
 SIM_ATOMIC_ADD(double, ::sim::detail::atomic_cas_loop_add(a, v))
 #undef SIM_ATOMIC_ADD
-inline int atomicSub(int* a, int v) { return __atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST); }
-inline unsigned atomicSub(unsigned* a, unsigned v) { return __atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST); }
+inline int atomicSub(int* a, int v SIM_ATOMIC_SITE_) {
+  SIM_ATOMIC_CHECK_("atomicSub");
+  return __atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST);
+}
+inline unsigned atomicSub(unsigned* a, unsigned v SIM_ATOMIC_SITE_) {
+  SIM_ATOMIC_CHECK_("atomicSub");
+  return __atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST);
+}
 
 #define SIM_ATOMIC_INT_OPS(T)                                                                     \
-  inline T atomicExch(T* a, T v) { return ::sim::detail::atomic_exchange(a, v); }                \
-  inline T atomicCAS(T* a, T cmp, T v) { return ::sim::detail::atomic_cas(a, cmp, v); }          \
-  inline T atomicMin(T* a, T v) {                                                                 \
+  inline T atomicExch(T* a, T v SIM_ATOMIC_SITE_) {                                               \
+    SIM_ATOMIC_CHECK_("atomicExch");                                                              \
+    return ::sim::detail::atomic_exchange(a, v);                                                  \
+  }                                                                                               \
+  inline T atomicCAS(T* a, T cmp, T v SIM_ATOMIC_SITE_) {                                         \
+    SIM_ATOMIC_CHECK_("atomicCAS");                                                               \
+    return ::sim::detail::atomic_cas(a, cmp, v);                                                  \
+  }                                                                                               \
+  inline T atomicMin(T* a, T v SIM_ATOMIC_SITE_) {                                                \
+    SIM_ATOMIC_CHECK_("atomicMin");                                                               \
     return ::sim::detail::atomic_update(a, [v](T o) { return v < o ? v : o; });                   \
   }                                                                                               \
-  inline T atomicMax(T* a, T v) {                                                                 \
+  inline T atomicMax(T* a, T v SIM_ATOMIC_SITE_) {                                                \
+    SIM_ATOMIC_CHECK_("atomicMax");                                                               \
     return ::sim::detail::atomic_update(a, [v](T o) { return v > o ? v : o; });                   \
   }                                                                                               \
-  inline T atomicAnd(T* a, T v) { return __atomic_fetch_and(a, v, __ATOMIC_SEQ_CST); }           \
-  inline T atomicOr(T* a, T v) { return __atomic_fetch_or(a, v, __ATOMIC_SEQ_CST); }             \
-  inline T atomicXor(T* a, T v) { return __atomic_fetch_xor(a, v, __ATOMIC_SEQ_CST); }
+  inline T atomicAnd(T* a, T v SIM_ATOMIC_SITE_) {                                                \
+    SIM_ATOMIC_CHECK_("atomicAnd");                                                               \
+    return __atomic_fetch_and(a, v, __ATOMIC_SEQ_CST);                                            \
+  }                                                                                               \
+  inline T atomicOr(T* a, T v SIM_ATOMIC_SITE_) {                                                 \
+    SIM_ATOMIC_CHECK_("atomicOr");                                                                \
+    return __atomic_fetch_or(a, v, __ATOMIC_SEQ_CST);                                             \
+  }                                                                                               \
+  inline T atomicXor(T* a, T v SIM_ATOMIC_SITE_) {                                                \
+    SIM_ATOMIC_CHECK_("atomicXor");                                                               \
+    return __atomic_fetch_xor(a, v, __ATOMIC_SEQ_CST);                                            \
+  }
 SIM_ATOMIC_INT_OPS(int)
 SIM_ATOMIC_INT_OPS(unsigned int)
 SIM_ATOMIC_INT_OPS(unsigned long long)
 SIM_ATOMIC_INT_OPS(long long)
 #undef SIM_ATOMIC_INT_OPS
-inline float atomicExch(float* a, float v) { return ::sim::detail::atomic_exchange(a, v); }
-inline unsigned short atomicCAS(unsigned short* a, unsigned short cmp, unsigned short v) {
+inline float atomicExch(float* a, float v SIM_ATOMIC_SITE_) {
+  SIM_ATOMIC_CHECK_("atomicExch");
+  return ::sim::detail::atomic_exchange(a, v);
+}
+inline unsigned short atomicCAS(unsigned short* a, unsigned short cmp, unsigned short v SIM_ATOMIC_SITE_) {
+  SIM_ATOMIC_CHECK_("atomicCAS");
   return ::sim::detail::atomic_cas(a, cmp, v);
 }
-inline unsigned atomicInc(unsigned* a, unsigned limit) {
+inline unsigned atomicInc(unsigned* a, unsigned limit SIM_ATOMIC_SITE_) {
+  SIM_ATOMIC_CHECK_("atomicInc");
   return ::sim::detail::atomic_update(a, [limit](unsigned o) { return o >= limit ? 0u : o + 1; });
 }
-inline unsigned atomicDec(unsigned* a, unsigned limit) {
+inline unsigned atomicDec(unsigned* a, unsigned limit SIM_ATOMIC_SITE_) {
+  SIM_ATOMIC_CHECK_("atomicDec");
   return ::sim::detail::atomic_update(
       a, [limit](unsigned o) { return (o == 0 || o > limit) ? limit : o - 1; });
 }

@@ -34,6 +34,13 @@ SIM_VEC1(unsigned long long, ulonglong, 8) SIM_VEC2(unsigned long long, ulonglon
 SIM_VEC1(float, float, 4)  SIM_VEC2(float, float, 8)
 SIM_VEC3(float, float, 4)  SIM_VEC4(float, float, 16)
 SIM_VEC1(double, double, 8) SIM_VEC2(double, double, 16) SIM_VEC3(double, double, 8)
+// The 3- and 4-component 64-bit types (CUDA 13 deprecates the 4-component ones in favour
+// of *_16a / *_32a; not emulated: cudaMalloc here only guarantees 16-byte alignment).
+SIM_VEC3(long, long, 8)  SIM_VEC4(long, long, 16)
+SIM_VEC3(unsigned long, ulong, 8) SIM_VEC4(unsigned long, ulong, 16)
+SIM_VEC3(long long, longlong, 8) SIM_VEC4(long long, longlong, 16)
+SIM_VEC3(unsigned long long, ulonglong, 8) SIM_VEC4(unsigned long long, ulonglong, 16)
+SIM_VEC4(double, double, 16)
 
 #undef SIM_VEC1
 #undef SIM_VEC2
@@ -52,3 +59,5 @@ static_assert(alignof(float4) == 16 && sizeof(float4) == 16);
 static_assert(alignof(float2) == 8 && alignof(int2) == 8 && alignof(double2) == 16);
 static_assert(sizeof(float3) == 12 && alignof(float3) == 4);
 static_assert(alignof(char4) == 4 && alignof(uchar4) == 4 && alignof(int4) == 16);
+static_assert(alignof(double4) == 16 && sizeof(double4) == 32 && alignof(double3) == 8);
+static_assert(alignof(longlong4) == 16 && alignof(ulong4) == 16 && alignof(longlong3) == 8);
