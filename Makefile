@@ -178,7 +178,8 @@ MPIRUN_FLAGS ?= --oversubscribe
 # on the symbolizer's lock (seen with Open MPI 4.1.4 on Debian 12).
 SAN_ENV = ASAN_OPTIONS=intercept_strchr=0:detect_leaks=
 # Each rank count runs under a different emulator thread order, so one `make test`
-# covers forward, reverse and seeded-random schedules (tests that depend on the order
+# covers forward, reverse and seeded-random schedules; the 1-rank run uses two emulator
+# workers (blocks on two OS threads, as `make run` does on a 2-core machine) (tests that depend on the order
 # also loop over all three themselves).
 # Every run uses the emulator's default lazy streams (kernels/sim/runtime/lazy.cpp): work on
 # created streams runs only when a wait or sync forces it, so a missing one shows as wrong
@@ -197,8 +198,9 @@ test: all
 test-cpu: cpu
 	@set -e; for np in $(NP_LIST); do \
 	  case $$np in 1) order=forward;; 2) order=reverse;; *) order=random;; esac; \
-	  echo "== $(CPU_TESTS) (emulator) at $$np MPI rank(s), SIM_ORDER=$$order SIM_SEED=$$np SIM_STREAMS=$${SIM_STREAMS:-lazy} =="; \
-	  $(MPI_ENV) SIM_ORDER=$$order SIM_SEED=$$np $(if $(filter 1,$(SANITIZE)),$(SAN_ENV)$$((np == 1))) \
+	  workers=$$( [ $$np = 1 ] && echo 2 || echo 1 ); \
+	  echo "== $(CPU_TESTS) (emulator) at $$np MPI rank(s), SIM_ORDER=$$order SIM_SEED=$$np SIM_WORKERS=$$workers SIM_STREAMS=$${SIM_STREAMS:-lazy} =="; \
+	  $(MPI_ENV) SIM_ORDER=$$order SIM_SEED=$$np SIM_WORKERS=$$workers $(if $(filter 1,$(SANITIZE)),$(SAN_ENV)$$((np == 1))) \
 	    $(MPIRUN) $(MPIRUN_FLAGS) -np $$np $(CPU_TESTS) $(TEST_ARGS); \
 	done
 # The elementwise and reduction kernels (tests/kernels/test_ops.cpp) once more, with the CUDA

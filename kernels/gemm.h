@@ -31,6 +31,10 @@ bool gemm_variant_available(int v);    // 0..4 (true in both builds)
 template <class T>
 void gemm(int variant, const GemmArgs<T>& a, cudaStream_t s = 0);
 int gemm_default_variant();  // the best of ours: 4
+// Frees the split-K scratch that variant 4 caches per stream. Call it before cudaDeviceReset,
+// which frees device memory behind the cache's back (as cuBLAS handles must be destroyed
+// first); errors are ignored, since a reset often follows a fault.
+void gemm_release_workspaces();
 
 // Tile configurations of variant 4, exposed so the bench can compare them. gemm(4, ...)
 // picks a plan per shape (warptile_plan); gemm_warptile_with_config runs one explicitly.

@@ -323,9 +323,10 @@ struct Workspace {
   std::size_t n_counters = 0;
 };
 
+std::mutex mu;
+auto* all = new std::map<std::pair<int, cudaStream_t>, Workspace>;
+
 Workspace& workspace(cudaStream_t s, std::size_t partial_bytes, std::size_t n_counters) {
-  static std::mutex mu;
-  static auto* all = new std::map<std::pair<int, cudaStream_t>, Workspace>;
   int dev = 0;
   CUDA_CHECK(cudaGetDevice(&dev));
   std::lock_guard<std::mutex> lock(mu);
@@ -350,6 +351,22 @@ Workspace& workspace(cudaStream_t s, std::size_t partial_bytes, std::size_t n_co
   }
   return w;
 }
+
+}  // namespace
+
+void release_workspaces() {
+  std::lock_guard<std::mutex> lock(mu);
+  if (all->empty()) return;
+  (void)cudaDeviceSynchronize();  // errors ignored: a reset, often after a fault, follows
+  for (auto& [key, w] : *all) {
+    (void)cudaFree(w.partial);
+    (void)cudaFree(w.counters);
+  }
+  all->clear();
+  (void)cudaGetLastError();
+}
+
+namespace {
 
 template <class T, int ID>
 void launch_cfg(const GemmArgs<T>& a, int splits, cudaStream_t s) {
@@ -431,3 +448,7 @@ WarptilePlan warptile_plan(int M, int N, int K) {
 }
 
 }  // namespace nn::gemm_tuning
+
+namespace nn {
+void gemm_release_workspaces() { gemm_detail::release_workspaces(); }
+}  // namespace nn

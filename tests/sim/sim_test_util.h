@@ -15,6 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "gemm.h"  // nn::gemm_release_workspaces before each reset
+
 #ifdef SIM_EMULATOR
 #include "sim/sim_api.h"
 #else
@@ -89,6 +91,7 @@ class SimTest : public ::testing::Test {
     saved_order_ = sim::order();
     saved_seed_ = sim::seed();
     saved_workers_ = sim::workers();
+    nn::gemm_release_workspaces();  // cached device memory must not outlive the reset
     sim::reset();
     sim::set_fault_mode(sim::FaultMode::Record);
 #endif
@@ -100,6 +103,7 @@ class SimTest : public ::testing::Test {
     sim::set_fault_mode(sim::FaultMode::Abort);
     sim::set_order(saved_order_, saved_seed_);
     if (sim::workers() != saved_workers_) sim::set_workers(saved_workers_);
+    nn::gemm_release_workspaces();
     sim::reset();
 #endif
     (void)cudaGetLastError();

@@ -318,6 +318,9 @@ bool describe_stack_overflow(uintptr_t a);  // fiber.cpp: prints and returns tru
 bool is_kernel_accessible(const void* p);
 // [p, p + bytes) lies inside one live device-accessible allocation (device, managed, symbol).
 bool device_range(const void* p, size_t bytes);
+// For messages: the address the program knows for p (a device-view address becomes the
+// cudaMalloc address it stands for); p itself otherwise.
+const void* program_address(const void* p);
 // A kernel's pointer argument: false if it is not device-accessible memory; else *view is the
 // address the kernel uses, and the allocation is remembered for the launch's red-zone check.
 bool resolve_kernel_pointer(const void* p, const void** view);

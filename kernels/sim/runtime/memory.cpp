@@ -181,6 +181,18 @@ bool device_range(const void* p, size_t bytes) {
          bytes <= a->size - (reinterpret_cast<uintptr_t>(p) - base);
 }
 
+const void* program_address(const void* p) {
+  std::lock_guard<std::mutex> lk(mem_mutex());
+  const uintptr_t x = reinterpret_cast<uintptr_t>(p);
+  auto& v = views();
+  auto it = v.upper_bound(x);
+  if (it == v.begin()) return p;
+  --it;
+  const Alloc& a = allocs().at(it->second);
+  if (x > it->first + a.size) return p;
+  return reinterpret_cast<const void*>(it->second + (x - it->first));
+}
+
 void* device_view(const void* p) {
   std::lock_guard<std::mutex> lk(mem_mutex());
   char* view = nullptr;

@@ -73,7 +73,8 @@ void misaligned_atomic(const void* p, std::size_t align, const char* op, const c
   w->fiber_fault(cudaErrorMisalignedAddress,
                  strf("misaligned address: %s on %p, which needs %zu-byte alignment, at %s:%d, "
                       "thread %s of %s",
-                      op, p, align, file, line, tid_str(c).c_str(), w->where().c_str()));
+                      op, program_address(p), align, file, line, tid_str(c).c_str(),
+                      w->where().c_str()));
 }
 
 }  // namespace sim::detail
@@ -129,7 +130,8 @@ __attribute__((no_sanitize_undefined)) void type_mismatch(UbsanTypeMismatch* d, 
     report_fault(cudaErrorMisalignedAddress,  // does not return in FaultMode::Abort
                  strf("misaligned address: %s %p (type %s), which needs %zu-byte alignment, "
                       "at %s:%u:%u, thread %s of %s",
-                      check_kind_name(d->check_kind), reinterpret_cast<void*>(ptr),
+                      check_kind_name(d->check_kind),
+                      program_address(reinterpret_cast<const void*>(ptr)),
                       type_text(d->type).c_str(), static_cast<size_t>(align), d->loc.file,
                       d->loc.line, d->loc.column, tid_str(w->ctx[w->cur]).c_str(),
                       w->where().c_str()));
