@@ -45,6 +45,8 @@ if command -v nvcc >/dev/null; then
     nvcc -arch=sm_90 -c "$here/$f.cu" -o "$out/$f.nvcc.o" 2>/dev/null && ok "nvcc -c $f.cu" || bad "nvcc -c $f.cu"
   done
 fi
+"$simcc" -O1 "$here/query_poll.cu" -o "$out/query_poll" || bad "build query_poll"
+env -u SIM_STREAMS "$out/query_poll" | grep -q "query_poll: ok" && ok "query_poll: a cudaEventQuery loop sees not-ready rounds and ends" || bad "query_poll"
 # One standard program per fault class, each caught in the default mode (bugs/run.sh).
 if bash "$here/bugs/run.sh" "$out/bugs"; then ok "bugs/: every buggy program caught"; else bad "bugs/"; fi
 echo "verify: $passed passed, $failed failed"

@@ -1,4 +1,3 @@
-// expect: query_poll: ok
 // Overlapping host work with the device by polling an event, as a user would write it:
 //   while (cudaEventQuery(done) == cudaErrorNotReady) do_host_work();
 // The loop must see "not ready" rounds (otherwise nothing overlapped) and still end. A GPU
