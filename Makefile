@@ -245,7 +245,9 @@ run: all data
 	echo "== $$bin --data data/current $(RUN_ARGS) =="; \
 	$(MPI_ENV) SIM_WORKERS=$${SIM_WORKERS:-0} $$bin --data data/current $(RUN_ARGS)
 
-data:
+# After setup: offline, the Fashion-MNIST fallback is a package setup installs (under -j,
+# `make run` would otherwise look for it while apt-get is still installing it).
+data: setup
 	@bash data/get_mnist.sh
 
 # `make bench`: the GEMM lab (every variant validated, then timed; CSV), the emulator's
