@@ -101,6 +101,9 @@ bool map_device(size_t size, DeviceMapping* m) {
   m->dev = static_cast<char*>(reserve) + pg;
   m->file_bytes = file;
   auto* d = reinterpret_cast<unsigned char*>(m->dev);
+  // ASan: the addresses may have been something else before (a fiber stack, say) whose
+  // shadow is still poisoned; the new mapping starts clean.
+  unpoison(d, file);
   fill_bytes(d, kRedzone, kRedzoneByte);
   std::memset(d + kRedzone, 0xFF, size);  // fresh memory is all-ones bytes: NaN for float/double
   fill_bytes(d + kRedzone + size, file - kRedzone - size, kRedzoneByte);
