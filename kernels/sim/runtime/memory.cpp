@@ -8,6 +8,7 @@
 #include <sched.h>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <limits>
 
@@ -39,21 +40,14 @@ std::map<uintptr_t, uintptr_t>& views() {
   static auto* v = new std::map<uintptr_t, uintptr_t>();
   return *v;
 }
-template <class M>
-typename M::iterator containing(M& m, uintptr_t x, size_t (*size_of)(const typename M::mapped_type&)) {
-  auto it = m.upper_bound(x);
-  if (it == m.begin()) return m.end();
-  --it;
-  if (x > it->first + size_of(it->second)) return m.end();
-  return it;
-}
 // The allocation that contains p (one past the end counts), or null. *base: its start in the
 // same address space as p; *view: p's device-view address. Lock held.
 Alloc* find(const void* p, uintptr_t* base = nullptr, char** view = nullptr) {
   const uintptr_t x = reinterpret_cast<uintptr_t>(p);
   auto& a = allocs();
-  auto it = containing(a, x, +[](const Alloc& al) { return al.size; });
-  if (it != a.end()) {
+  auto it = a.upper_bound(x);
+  if (it != a.begin() && x <= std::prev(it)->first + std::prev(it)->second.size) {
+    --it;
     if (base) *base = it->first;
     if (view) *view = it->second.kind == Kind::Device ? it->second.view() + (x - it->first)
                                                       : const_cast<char*>(static_cast<const char*>(p));
