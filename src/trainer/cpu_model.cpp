@@ -18,6 +18,7 @@
 #include <type_traits>
 
 #include "common/nvtx.h"
+#include "trainer/cpu_kernels.h"
 
 extern "C" void openblas_set_num_threads(int num_threads);  // also in OpenBLAS's cblas.h
 
@@ -35,14 +36,6 @@ void gemm(bool ta, bool tb, int M, int N, int K, double alpha, const double* A, 
           double beta, double* C, int ldc) {
   cblas_dgemm(CblasColMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A,
               lda, B, ldb, beta, C, ldc);
-}
-
-// The logistic function as the reference computes it: exp only of -|z| <= 0, so nothing
-// overflows for any finite z.
-template <class T>
-inline T sigmoid(T z) {
-  const T e = std::exp(-std::abs(z));
-  return (z >= T(0) ? T(1) : e) / (T(1) + e);
 }
 
 int env_int(const char* name) {
@@ -93,7 +86,6 @@ CpuModel<T>::CpuModel(int D, int H, int C, int max_cols)
       dA1_(std::size_t(H) * max_cols_),
       ylab_(max_cols_) {
   if (D < 1 || H < 0 || C < 1) throw std::invalid_argument("CpuModel: D, C must be positive, H >= 0");
-  for (int v = 0; v < 256; ++v) lut_[v] = static_cast<T>(v) / T(255);
 }
 
 template <class T>
@@ -132,12 +124,7 @@ void CpuModel<T>::stage_batch(std::size_t offset, int b) {
 // X(:, j) = images(:, idx[j]) / 255 (idx == nullptr: the first b columns).
 template <class T>
 void CpuModel<T>::gather(const std::uint8_t* images, const std::uint32_t* idx, int b) {
-  const std::size_t D = std::size_t(lay_.D);
-  for (int j = 0; j < b; ++j) {
-    const std::uint8_t* src = images + (idx ? std::size_t(idx[j]) : std::size_t(j)) * D;
-    T* dst = X_.data() + std::size_t(j) * D;
-    for (std::size_t i = 0; i < D; ++i) dst[i] = lut_[src[i]];
-  }
+  cpu::gather_normalize(images, idx, b, lay_.D, X_.data());
 }
 
 template <class T>
@@ -148,11 +135,7 @@ void CpuModel<T>::hidden_forward(int b) {
     NN_RANGE("forward GEMM 1");
     gemm(false, false, H, b, D, T(1), P + lay_.W1(), H, X_.data(), D, T(0), A1_.data(), H);
   }
-  const T* b1 = P + lay_.b1();
-  for (int j = 0; j < b; ++j) {  // bias + sigmoid, one pass
-    T* a = A1_.data() + std::size_t(j) * H;
-    for (int h = 0; h < H; ++h) a[h] = sigmoid(a[h] + b1[h]);
-  }
+  cpu::bias_sigmoid(A1_.data(), P + lay_.b1(), H, b);
 }
 
 template <class T>
@@ -167,34 +150,8 @@ void CpuModel<T>::scores_forward(int b) {
 // in place of the scores.
 template <class T>
 void CpuModel<T>::softmax_loss(int b, T inv_B, bool add_b2, bool stats) {
-  const int C = lay_.C;
-  const T* b2 = params_.data() + lay_.b2();
-  double loss = 0;
-  std::uint64_t hits = 0;
-  for (int j = 0; j < b; ++j) {
-    T* z = Z2_.data() + std::size_t(j) * C;
-    if (add_b2)
-      for (int k = 0; k < C; ++k) z[k] += b2[k];
-    int best = 0;
-    for (int k = 1; k < C; ++k)
-      if (z[k] > z[best]) best = k;
-    const T m = z[best];
-    const int y = ylab_[std::size_t(j)];
-    const T zy = z[y] - m;
-    T sum = 0;
-    for (int k = 0; k < C; ++k) {
-      z[k] = std::exp(z[k] - m);
-      sum += z[k];
-    }
-    loss += double(std::log(sum)) - double(zy);
-    hits += best == y;
-    const T inv = T(1) / sum;
-    for (int k = 0; k < C; ++k) z[k] = (z[k] * inv - (k == y ? T(1) : T(0))) * inv_B;
-  }
-  if (stats) {
-    loss_ += loss;
-    correct_ += hits;
-  }
+  cpu::softmax_xent(Z2_.data(), add_b2 ? params_.data() + lay_.b2() : nullptr, ylab_.data(), lay_.C, b, inv_B,
+                    stats ? &loss_ : nullptr, stats ? &correct_ : nullptr);
 }
 
 // [W2 | b2] of the gradient: dW2 = dZ2 A1^T (+ reg W2, through the GEMM's beta), db2.
@@ -226,17 +183,7 @@ void CpuModel<T>::layer1_grads(int b, bool with_reg, T reg) {
     NN_RANGE("backward GEMM 2");
     gemm(true, false, H, b, C, T(1), P + lay_.W2(), C, Z2_.data(), C, T(0), dA1_.data(), H);
   }
-  T* db1 = G + lay_.b1();
-  std::fill(db1, db1 + H, T(0));
-  for (int j = 0; j < b; ++j) {
-    T* d = dA1_.data() + std::size_t(j) * H;
-    const T* a = A1_.data() + std::size_t(j) * H;
-    for (int h = 0; h < H; ++h) {
-      const T v = d[h] * a[h] * (T(1) - a[h]);
-      d[h] = v;
-      db1[h] += v;
-    }
-  }
+  cpu::sigmoid_backward_rowsum(dA1_.data(), A1_.data(), H, b, G + lay_.b1());
   NN_RANGE("backward GEMM 3");
   if (with_reg) std::memcpy(G + lay_.W1(), P + lay_.W1(), sizeof(T) * std::size_t(H) * D);
   gemm(false, true, H, D, b, T(1), dA1_.data(), H, X_.data(), D, with_reg ? reg : T(0), G + lay_.W1(), H);
@@ -348,10 +295,7 @@ void CpuModel<T>::upload_grads(const T* host) {
 template <class T>
 void CpuModel<T>::sgd_step(T lr) {
   NN_RANGE("step");
-  T* p = params_.data();
-  const T* g = grads_.data();
-  const std::size_t n = params_.size();
-  for (std::size_t i = 0; i < n; ++i) p[i] -= lr * g[i];
+  cpu::sgd(params_.data(), grads_.data(), params_.size(), lr);
 }
 
 template <class T>

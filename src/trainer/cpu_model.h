@@ -122,7 +122,6 @@ class CpuModel {
   CpuImages shard_;
   double loss_ = 0;
   std::uint64_t correct_ = 0;
-  T lut_[256];  // v / 255 for every byte value: the reference's normalisation, bit for bit
   GraphStats gstats_;
   std::function<void()> phase_hook_;
 };
