@@ -81,6 +81,16 @@ int local_rank() {
   return r;
 }
 
+int local_size() {
+  MPI_Comm node;
+  check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank(), MPI_INFO_NULL, &node),
+        "MPI_Comm_split_type");
+  int n = 1;
+  check(MPI_Comm_size(node, &n), "MPI_Comm_size");
+  MPI_Comm_free(&node);
+  return n;
+}
+
 std::string processor_name() {
   char name[MPI_MAX_PROCESSOR_NAME];
   int len = 0;

@@ -26,6 +26,8 @@ int rank();
 int size();
 // Rank within the node (MPI_COMM_TYPE_SHARED): the index to choose a GPU with.
 int local_rank();
+// Ranks on this node (the same communicator): how many share its cores (--device cpu).
+int local_size();
 std::string processor_name();
 
 // True on every rank iff `ok` is true on every rank.

@@ -26,6 +26,8 @@
 
 namespace nn::train {
 
+const char* device_name(Device d) { return d == Device::Cpu ? "cpu" : "gpu"; }
+
 const char* strategy_name(Strategy s) {
   switch (s) {
     case Strategy::Allreduce: return "allreduce";
@@ -260,6 +262,15 @@ const Spec kSpecs[] = {
    "CUDA Graphs and replay them",
    [](const Config& c) { return std::string(c.graph ? "on" : "off"); },
    [](Config& c, const std::string& v) { c.graph = to_bool(v); }},
+  {"device", "D", "gpu (the CUDA device; the SIMT emulator in the emulator build) | cpu (the "
+   "host's cores with BLAS, no emulator, in either build)",
+   [](const Config& c) { return std::string(device_name(c.device)); },
+   [](Config& c, const std::string& v) {
+     const std::string s = trim(v);
+     if (s == "gpu") c.device = Device::Gpu;
+     else if (s == "cpu") c.device = Device::Cpu;
+     else throw BadValue{s.empty() ? "missing value" : "must be gpu or cpu"};
+   }},
 };
 // clang-format on
 constexpr std::size_t kNumSpecs = std::size(kSpecs);

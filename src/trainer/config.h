@@ -14,6 +14,11 @@ namespace nn::train {
 enum class Strategy { Allreduce, ParamServer, Model };
 const char* strategy_name(Strategy s);  // "allreduce", "ps", "model"
 
+// Where a rank computes: its CUDA device (emulated in the emulator build), or the host CPU
+// with BLAS (cpu_model.h), in either build.
+enum class Device { Gpu, Cpu };
+const char* device_name(Device d);  // "gpu", "cpu"
+
 struct Config {
   std::string data = "data/current";  // IDX directory: {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]
   int hidden = 256;                   // H
@@ -39,6 +44,7 @@ struct Config {
   bool overlap = true;                // data parallel: reduce layer 2 while the dW1 GEMM runs
   bool mpi_device = false;            // --mpi device: device pointers to a CUDA-aware MPI
   bool graph = false;                 // replay each step's kernels as CUDA Graphs
+  Device device = Device::Gpu;        // --device gpu | cpu
 };
 
 }  // namespace nn::train

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cblas.h>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
@@ -70,6 +71,23 @@ CpuThreads cpu_threads_for(int ranks_on_node) {
 }
 
 void set_blas_threads(int n) { openblas_set_num_threads(std::max(1, n)); }
+
+std::string cpu_name() {
+  std::FILE* f = std::fopen("/proc/cpuinfo", "r");
+  if (!f) return "CPU";
+  char line[512];
+  std::string name = "CPU";
+  while (std::fgets(line, sizeof line, f)) {
+    const std::string l(line);
+    if (l.rfind("model name", 0) != 0) continue;
+    const std::size_t colon = l.find(':');
+    if (colon != std::string::npos) name = l.substr(l.find_first_not_of(' ', colon + 1));
+    while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
+    break;
+  }
+  std::fclose(f);
+  return name.empty() ? "CPU" : name;
+}
 
 CpuImages::CpuImages(const std::uint8_t* img, const std::uint8_t* lab, std::size_t n_, int D_)
     : images(img, img + n_ * std::size_t(D_)), labels(lab, lab + n_), n(n_), D(D_) {}

@@ -34,6 +34,8 @@ struct CpuThreads {
 CpuThreads cpu_threads_for(int ranks_on_node);
 // Sets OpenBLAS's thread count for this process (openblas_set_num_threads).
 void set_blas_threads(int n);
+// The CPU's model name (/proc/cpuinfo), or "CPU" when unknown.
+std::string cpu_name();
 
 template <class T>
 class CpuModel {

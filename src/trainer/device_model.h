@@ -31,6 +31,7 @@ struct DeviceImages {
 template <class T>
 class DeviceModel {
  public:
+  using Images = DeviceImages;  // what set_train_data and evaluate take (the trainer names it so)
   // max_cols: the most columns one forward pass handles (the largest local slice, or the
   // evaluation chunk). gemm_variant: nn::gemm's variant number, checked by the caller.
   // H == 0 is allowed for a model-parallel rank that owns no hidden unit (p > H).

@@ -21,8 +21,8 @@ namespace nn::train {
 
 // ---- PhaseTimer ----
 
-PhaseTimer::PhaseTimer(bool active) : active_(active) {
-  if (!active_) return;
+PhaseTimer::PhaseTimer(bool active, bool host_clock) : active_(active), host_(host_clock) {
+  if (!active_ || host_) return;
   for (Slot& s : slots_)
     for (cudaEvent_t& e : s.ev) CUDA_CHECK(cudaEventCreate(&e));
 }
@@ -36,7 +36,10 @@ PhaseTimer::~PhaseTimer() {
 void PhaseTimer::record(Mark m) {
   Slot& s = slots_[cur_];
   if (s.n == kMaxMarks) throw std::logic_error("PhaseTimer: more marks in one batch than events");
-  CUDA_CHECK(cudaEventRecord(s.ev[s.n], 0));  // the default stream, where the model works
+  if (host_)
+    s.at[s.n] = std::chrono::steady_clock::now();
+  else
+    CUDA_CHECK(cudaEventRecord(s.ev[s.n], 0));  // the default stream, where the model works
   s.what[s.n] = m;
   ++s.n;
 }
@@ -73,8 +76,9 @@ void PhaseTimer::flush() {
 void PhaseTimer::read(Slot& s) {
   s.pending = false;
   if (s.n < 2) return;
-  CUDA_CHECK(cudaEventSynchronize(s.ev[s.n - 1]));
+  if (!host_) CUDA_CHECK(cudaEventSynchronize(s.ev[s.n - 1]));
   const auto seconds = [&](int a, int b) {
+    if (host_) return std::chrono::duration<double>(s.at[std::size_t(b)] - s.at[std::size_t(a)]).count();
     float ms = 0;
     CUDA_CHECK(cudaEventElapsedTime(&ms, s.ev[a], s.ev[b]));
     return double(ms) * 1e-3;
@@ -177,7 +181,7 @@ nlohmann::ordered_json make_report(const ReportInputs& in) {
   Json j;
   j["schema"] = "nn-report-1";
   j["device"] = in.device;
-  j["build"] = in.emulator ? "emulator" : "cuda";
+  j["build"] = in.cpu ? "cpu" : in.emulator ? "emulator" : "cuda";
   j["ranks"] = in.ranks;
   j["precision"] = in.is_double ? "double" : "float";
   j["config"] = {{"hidden", in.hidden}, {"batch", in.batch},     {"epochs", in.epochs},
@@ -203,14 +207,19 @@ nlohmann::ordered_json make_report(const ReportInputs& in) {
                    {"p_pci", or_null(p_pci)},
                    {"p_mpi", or_null(p_mpi)},
                    {"flops_per_s", or_null(ratio(F, median(batch)))}};
+  // The CPU's ceiling is its BLAS rate on these shapes, measured apart from the training.
+  const std::optional<double> ceiling = in.gemm_flops_per_s > 0 ? std::optional<double>(in.gemm_flops_per_s) : p_flops;
+  if (in.gemm_flops_per_s > 0) j["measured"]["gemm_flops_per_s"] = in.gemm_flops_per_s;
   const auto ai = ratio(F, bytes);
   j["arithmetic_intensity"] = or_null(ai);
   std::optional<double> predicted;
-  if (ai && p_flops) {
+  if (ai && ceiling) {
     if (pci.empty() && allreduce.empty()) {
-      predicted = p_flops;  // nothing communicated (p = 1): the compute term alone
+      predicted = ceiling;  // nothing communicated (p = 1): the compute term alone
+    } else if (in.cpu && p_mpi) {
+      predicted = ratio(*ai, *ai / *ceiling + 1 / *p_mpi / 2);  // no PCIe on the host: MPI only
     } else if (p_pci && p_mpi) {
-      predicted = ratio(*ai, *ai / *p_flops + (1 / *p_pci + 1 / *p_mpi) / 2);
+      predicted = ratio(*ai, *ai / *ceiling + (1 / *p_pci + 1 / *p_mpi) / 2);
     }
   }
   j["roofline_prediction_flops_per_s"] = or_null(predicted);

@@ -5,6 +5,7 @@
 // the barriers and device syncs. Tested by tests/trainer/test_report.cpp.
 #pragma once
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdio>
 #include <limits>
@@ -37,9 +38,11 @@ enum class Mark { Forward, Backward, ForwardBackward, D2H, Allreduce, H2D, Step,
 // Two sets of events alternate, so a batch's times are read once the NEXT batch has been
 // queued (end()) and the device never waits for the host; flush() reads the last one.
 // An inactive timer (every rank but 0, or no --report/--profile) does nothing at all.
+// host_clock: the steady clock on the host instead (--device cpu: the work is done when the
+// host reaches the mark, and there may be no CUDA device at all).
 class PhaseTimer {
  public:
-  explicit PhaseTimer(bool active);
+  explicit PhaseTimer(bool active, bool host_clock = false);
   ~PhaseTimer();
   PhaseTimer(const PhaseTimer&) = delete;
   PhaseTimer& operator=(const PhaseTimer&) = delete;
@@ -55,6 +58,7 @@ class PhaseTimer {
   static constexpr int kMaxMarks = 10;
   struct Slot {
     std::array<cudaEvent_t, kMaxMarks> ev{};
+    std::array<std::chrono::steady_clock::time_point, kMaxMarks> at{};  // host_clock
     std::array<Mark, kMaxMarks> what{};
     int n = 0;             // marks recorded, the final one included
     bool pending = false;  // ended, not read yet
@@ -62,7 +66,7 @@ class PhaseTimer {
   void record(Mark m);
   void read(Slot& s);
 
-  bool active_;
+  bool active_, host_;
   std::array<Slot, 2> slots_{};
   int cur_ = 0;
   std::vector<BatchTiming> done_;
@@ -70,8 +74,11 @@ class PhaseTimer {
 
 // Everything the report is made of (rank 0's view).
 struct ReportInputs {
-  std::string device;      // cudaGetDeviceProperties(...).name of rank 0's device
+  std::string device;      // cudaGetDeviceProperties(...).name of rank 0's device (or the CPU's)
   bool emulator = false;   // build: "emulator" or "cuda"
+  bool cpu = false;        // --device cpu: "build" is "cpu" (either build; no emulator involved)
+  // --device cpu: the FLOP rate the BLAS reaches on the step's own GEMM shapes, measured in the
+  // run; it replaces the measured p_flops as the roofline's compute ceiling. 0: not measured.
   int ranks = 1;
   bool is_double = false;  // precision of the training
   int hidden = 0;
@@ -80,6 +87,7 @@ struct ReportInputs {
   std::size_t n_train = 0;  // images trained on (validation tail excluded)
   int gemm = 0;
   bool profile = false;
+  double gemm_flops_per_s = 0;
   int D = 784, C = 10;
   std::vector<BatchTiming> batches;  // every batch of the run, in order
   std::vector<double> epoch_seconds;  // the epoch times the trainer printed

@@ -41,6 +41,7 @@
 #include "model/init.h"
 #include "nn_real.h"
 #include "reference/ref_net.h"
+#include "trainer/cpu_model.h"
 #include "trainer/device_model.h"
 #include "trainer/model_parallel.h"
 #include "trainer/report.h"
@@ -121,6 +122,21 @@ void validate(const Config& cfg) {
   // The server adds the gradients on the host, so it needs them in host memory.
   if (cfg.mpi_device && cfg.strategy == Strategy::ParamServer)
     bad("--mpi device works with --strategy allreduce or model; the parameter server (ps) sums on the host");
+  if (cfg.device == Device::Cpu && cfg.mpi_device)
+    bad("--mpi device is for --device gpu (with --device cpu, MPI already reduces the gradient in place)");
+  if (cfg.device == Device::Cpu && cfg.graph) bad("--graph (CUDA Graphs) is for --device gpu");
+}
+
+// The model that computes on the host (--device cpu): no CUDA device, no streams.
+template <class Model>
+inline constexpr bool kOnHost = !std::is_constructible_v<Model, int, int, int, int, int>;
+
+template <class Model>
+std::unique_ptr<Model> make_model(int D, int H, int C, int max_cols, const Config& cfg) {
+  if constexpr (kOnHost<Model>)
+    return std::make_unique<Model>(D, H, C, max_cols);
+  else
+    return std::make_unique<Model>(D, H, C, max_cols, cfg.gemm);
 }
 
 // cudaSetDevice(local rank % devices): the rank within the node, not the global rank,
@@ -284,11 +300,12 @@ RootPlan plan_on_root(const Config& cfg, const HostData& data, bool is_double) {
 
 // Rank 0 scatters the shards once: uint8 columns and labels, packed in shard order (model
 // parallelism: the one shard goes to everybody). Collective.
-DeviceImages scatter_shards(const ShardPlan& plan, const HostData& data, bool mp) {
+template <class Images>
+Images scatter_shards(const ShardPlan& plan, const HostData& data, bool mp) {
   const int D = kInputDim;
   const bool root = comm::rank() == 0;
   const std::size_t n_fit = plan.n;
-  DeviceImages shard;
+  Images shard;
   std::vector<std::uint8_t> img_send, lab_send;
   std::vector<std::size_t> img_counts, lab_counts;
   if (root) {
@@ -311,11 +328,11 @@ DeviceImages scatter_shards(const ShardPlan& plan, const HostData& data, bool mp
     lab_send.resize(n);
     comm::broadcast_bytes(img_send.data(), img_send.size());
     comm::broadcast_bytes(lab_send.data(), lab_send.size());
-    shard = DeviceImages(img_send.data(), lab_send.data(), n, D);
+    shard = Images(img_send.data(), lab_send.data(), n, D);
   } else {
     const std::vector<std::uint8_t> my_img = comm::scatterv_bytes(img_send, img_counts);
     const std::vector<std::uint8_t> my_lab = comm::scatterv_bytes(lab_send, lab_counts);
-    shard = DeviceImages(my_img.data(), my_lab.data(), my_lab.size(), D);
+    shard = Images(my_img.data(), my_lab.data(), my_lab.size(), D);
   }
   return shard;
 }
@@ -327,10 +344,11 @@ struct Setup {
   ShardPlan plan;
   std::vector<T> init;               // static_cast of rp.init, as the reference converts
   std::vector<std::string> devices;  // rank 0: one line per rank
-  std::string device_name;           // this rank's cudaDeviceProp::name, for --report
+  std::string device_name;           // this rank's cudaDeviceProp::name (or CPU name), for --report
+  int threads = 0;                   // --device cpu: this rank's BLAS threads
   int b_max = 0;                     // this rank's largest batch part
   std::unique_ptr<Model> model;
-  DeviceImages val, test;  // rank 0 only
+  typename Model::Images val, test;  // rank 0 only
   // --strategy model: this rank's hidden units; rank 0 evaluates with the whole network,
   // put together from every rank's slice (full_params).
   HiddenSlice slice;
@@ -351,16 +369,26 @@ Setup<T, Model> setup(const Config& cfg, const HostData& data) {
   const bool mp = cfg.strategy == Strategy::Model;
   s.plan = make_plan(sz.n_fit, cfg.batch, mp ? 1 : p, cfg.seed, cfg.shuffle);
 
-  // A GPU per rank (a rank without one stops everybody with one message).
   std::string dev_desc;
-  all_ranks_ok(select_device(dev_desc, s.device_name));
-  if (cfg.mpi_device) {
-    const std::string why = comm::device_pointer_support();
-    all_ranks_ok(why.empty() ? "" : "--mpi device: " + why);
+  if constexpr (kOnHost<Model>) {
+    // The node's cores shared among its ranks (or what the environment says), for OpenBLAS.
+    const CpuThreads th = cpu_threads_for(comm::local_size());
+    set_blas_threads(th.threads);
+    s.threads = th.threads;
+    s.device_name = cpu_name();
+    dev_desc = "CPU " + s.device_name + ", " + std::to_string(th.threads) + " BLAS thread" +
+               (th.threads == 1 ? "" : "s") + " (" + th.source + ")";
+  } else {
+    // A GPU per rank (a rank without one stops everybody with one message).
+    all_ranks_ok(select_device(dev_desc, s.device_name));
+    if (cfg.mpi_device) {
+      const std::string why = comm::device_pointer_support();
+      all_ranks_ok(why.empty() ? "" : "--mpi device: " + why);
+    }
   }
   s.devices = comm::gather_strings("rank " + std::to_string(r) + " on " + comm::processor_name() + ", " + dev_desc);
 
-  DeviceImages shard = scatter_shards(s.plan, data, mp);
+  auto shard = scatter_shards<typename Model::Images>(s.plan, data, mp);
 
   // The first batch is a full one, so it holds this rank's largest part; rank 0 also
   // evaluates the validation and test sets, in chunks of up to 1024 columns.
@@ -368,20 +396,19 @@ Setup<T, Model> setup(const Config& cfg, const HostData& data) {
   if (mp) {
     s.slice = hidden_slice(cfg.hidden, p, r);
     const std::vector<double> mine = slice_params(s.rp.init, D, cfg.hidden, kNumClasses, s.slice);
-    s.model = std::make_unique<Model>(D, s.slice.H, kNumClasses, s.b_max, cfg.gemm);
+    s.model = make_model<Model>(D, s.slice.H, kNumClasses, s.b_max, cfg);
     s.model->set_params(std::vector<T>(mine.begin(), mine.end()));
-    if (root) s.eval_model = std::make_unique<Model>(D, cfg.hidden, kNumClasses, 1024, cfg.gemm);
+    if (root) s.eval_model = make_model<Model>(D, cfg.hidden, kNumClasses, 1024, cfg);
   } else {
-    s.model = std::make_unique<Model>(D, cfg.hidden, kNumClasses,
-                                               root ? std::max(s.b_max, 1024) : s.b_max, cfg.gemm);
+    s.model = make_model<Model>(D, cfg.hidden, kNumClasses, root ? std::max(s.b_max, 1024) : s.b_max, cfg);
     s.model->set_params(s.init);
   }
   s.model->set_train_data(std::move(shard));
   s.model->enable_graphs(cfg.graph);
   if (root) {
-    s.val = DeviceImages(data.train.images.data() + sz.n_fit * D, data.train.labels.data() + sz.n_fit,
+    s.val = typename Model::Images(data.train.images.data() + sz.n_fit * D, data.train.labels.data() + sz.n_fit,
                          sz.n_val, D);
-    s.test = DeviceImages(data.test.images.data(), data.test.labels.data(), sz.n_test, D);
+    s.test = typename Model::Images(data.test.images.data(), data.test.labels.data(), sz.n_test, D);
   }
   return s;
 }
@@ -389,15 +416,24 @@ Setup<T, Model> setup(const Config& cfg, const HostData& data) {
 template <class T, class Model>
 void print_header(std::FILE* out, const Config& cfg, const HostData& data, const Setup<T, Model>& s) {
   const Sizes& sz = s.rp.sz;
-  std::fprintf(out, "nn_train: %s, %s, %s build, GEMM variant %d (%s)\n",
-               cfg.strategy == Strategy::Model ? "model-parallel trainer" : "data-parallel trainer",
-               std::is_same_v<T, double> ? "double" : "float",
 #ifdef SIM_EMULATOR
-               "emulator (SIMT on the CPU, not a GPU)",
+  const char* build = "emulator";
 #else
-               "CUDA",
+  const char* build = "CUDA";
 #endif
-               cfg.gemm, gemm_variant_name(cfg.gemm));
+  const char* kind = cfg.strategy == Strategy::Model ? "model-parallel trainer" : "data-parallel trainer";
+  const char* prec = std::is_same_v<T, double> ? "double" : "float";
+  if constexpr (kOnHost<Model>)
+    std::fprintf(out, "nn_train: %s, %s, --device cpu: host BLAS (OpenBLAS), %d thread%s per rank (%s build, "
+                 "no emulator)\n", kind, prec, s.threads, s.threads == 1 ? "" : "s", build);
+  else
+    std::fprintf(out, "nn_train: %s, %s, %s build, GEMM variant %d (%s)\n", kind, prec,
+#ifdef SIM_EMULATOR
+                 "emulator (SIMT on the CPU, not a GPU)",
+#else
+                 "CUDA",
+#endif
+                 cfg.gemm, gemm_variant_name(cfg.gemm));
   std::fprintf(out, "data: %s (train %llu, validation %llu, test %llu images)\n",
                data.source.empty() ? "in memory" : data.source.c_str(), (unsigned long long)sz.n_fit,
                (unsigned long long)sz.n_val, (unsigned long long)sz.n_test);
@@ -414,7 +450,8 @@ void print_header(std::FILE* out, const Config& cfg, const HostData& data, const
                cfg.strategy == Strategy::Model ? "scores all-reduced per step"
                : cfg.overlap && !cfg.profile ? "layer-2 reduction overlapped with the dW1 GEMM"
                                              : "no overlap",
-               cfg.mpi_device ? "device" : "pinned host", cfg.graph ? ", CUDA Graphs" : "");
+               kOnHost<Model> ? "host (in place)" : cfg.mpi_device ? "device" : "pinned host",
+               cfg.graph ? ", CUDA Graphs" : "");
   for (const auto& d : s.devices) std::fprintf(out, "  %s\n", d.c_str());
   std::fflush(out);
 }
@@ -451,8 +488,9 @@ struct Run {
         evaluator(mp ? s.eval_model.get() : s.model.get()), plan(s.plan), sz(s.rp.sz),
         full_layout{kInputDim, c.hidden, kNumClasses}, np(model.num_params()), K(plan.num_batches()),
         n1(full_layout.W2()), n2(np - n1), lr(static_cast<T>(c.lr)), reg(static_cast<T>(c.reg)),
-        h_grad(mp ? 0 : np), h_scores(mp ? std::size_t(kNumClasses) * s.b_max : 0),
-        timer(root && (!c.report.empty() || c.profile)), overlap(c.overlap && !c.profile),
+        in_place(c.mpi_device || kOnHost<Model>),
+        h_grad(mp || in_place ? 0 : np), h_scores(mp && !in_place ? std::size_t(kNumClasses) * s.b_max : 0),
+        timer(root && (!c.report.empty() || c.profile), kOnHost<Model>), overlap(c.overlap && !c.profile),
         split(HasPhaseHook<Model> && !c.graph),
         compute(split || mp ? Mark::Forward : Mark::ForwardBackward),
         mpi_range(c.strategy == Strategy::ParamServer ? "MPI_Send/MPI_Recv parameter server" : "MPI_Allreduce") {
@@ -479,6 +517,9 @@ struct Run {
   // layer 2 [W2 | b2] = [n1, np) (exchange_gradients).
   const std::size_t n1, n2;
   const T lr, reg;
+  // MPI works on the model's own buffers (--mpi device; --device cpu, whose buffers are host
+  // memory): no staging copies.
+  const bool in_place;
   PinnedBuffer<T> h_grad, h_scores;  // host staging of the gradients / partial scores
   // --report / --profile: rank 0 times every batch phase by phase with CUDA events
   // (report.h). --profile also lines the device and the ranks up at the phase boundaries,
@@ -496,6 +537,9 @@ struct Run {
   double queue_s = 0;               // host time spent queueing the steps' device work (--graph saves it)
   std::size_t steps = 0;
   double train_s = 0;
+  // --device cpu: the step's GEMMs alone, timed on every rank at once after training (the
+  // slowest rank's median), and their FLOP rate: the BLAS-bound limit of an epoch.
+  double gemm_step_s = 0, gemm_flops_per_s = 0;
   TrainResult res;
 };
 
@@ -503,7 +547,7 @@ struct Run {
 template <class T, class Model>
 void boundary(Run<T, Model>& R, bool all_ranks) {
   if (!R.cfg.profile) return;
-  CUDA_CHECK(cudaDeviceSynchronize());
+  if constexpr (!kOnHost<Model>) CUDA_CHECK(cudaDeviceSynchronize());  // the host's work is done
   if (all_ranks) comm::barrier();
 }
 
@@ -603,7 +647,7 @@ void exchange_on_host(Run<T, Model>& R) {
 
 template <class T, class Model>
 void exchange_gradients(Run<T, Model>& R) {
-  if (R.cfg.mpi_device)
+  if (R.in_place)
     exchange_on_device(R);
   else
     exchange_on_host(R);
@@ -613,7 +657,7 @@ void exchange_gradients(Run<T, Model>& R) {
 template <class T, class Model>
 void exchange_scores(Run<T, Model>& R, int b) {
   const std::size_t n = std::size_t(kNumClasses) * b;
-  if (R.cfg.mpi_device) {
+  if (R.in_place) {
     R.timer.mark(Mark::Allreduce);
     R.model.wait(Stage::PartialScores);
     NN_RANGE("MPI_Allreduce");
@@ -675,6 +719,19 @@ void compute_step(Run<T, Model>& R, std::size_t k) {
     model.model_backward_phase(b, inv_B, R.reg, R.root);
     R.queue_s += since(t_queue);
     boundary(R, false);
+  } else if (kOnHost<Model> && R.overlap && R.p > 1) {
+    // On the host the phases run when called: layer 2's reduction starts between them, so it
+    // is under way while dW1 is computed (the same MPI operations as without overlap).
+    model.backward_layer2_phase(pt.offset, b, inv_B, R.root, R.reg);
+    T* g = model.grads_device();
+    comm::Request r2 = reduce_region(R, g + R.n1, R.n2);
+    model.backward_layer1_phase(b, R.root, R.reg);
+    R.queue_s += since(t_queue);
+    R.timer.mark(Mark::Allreduce);
+    NN_RANGE(R.mpi_range);
+    comm::Request r1 = reduce_region(R, g, R.n1);
+    r2.wait();
+    r1.wait();
   } else {
     // Rank 0 alone adds the regulariser (see the top of this file).
     model.forward_backward(pt.offset, b, inv_B, R.root, R.reg);  // both phases, events between
@@ -815,6 +872,43 @@ void train_epochs(Run<T, Model>& R) {
   if constexpr (HasPhaseHook<Model>) R.model.set_phase_hook({});
 }
 
+// --device cpu: the BLAS-bound limit. Every rank times its step's five GEMMs at its own
+// shapes at the same moment (so they share the cores and memory as in training); the slowest
+// rank's median is the step's floor, and every rank's FLOPs over it the job's GEMM rate.
+// Printed next to the median epoch (epoch 1, the warm-up, left out when there are more).
+template <class T, class Model>
+void measure_blas_bound(Run<T, Model>& R) {
+  if constexpr (kOnHost<Model>) {
+    const int b = R.s.b_max;
+    // About 0.3 s of repetitions, the count decided on rank 0 so that all ranks run together.
+    const double once = comm::broadcast_value(R.model.time_step_gemms(b, 1).seconds);
+    const int reps = int(std::clamp(0.3 / std::max(once, 1e-6), 3.0, 200.0));
+    comm::barrier();
+    const auto t = R.model.time_step_gemms(b, reps);
+    const std::vector<double> all = comm::gather_to_root(std::vector<double>{t.seconds, t.flops});
+    double slowest = 0, flops = 0;
+    for (std::size_t i = 0; i + 1 < all.size(); i += 2) {
+      slowest = std::max(slowest, all[i]);
+      flops += all[i + 1];
+    }
+    R.gemm_step_s = comm::broadcast_value(slowest);
+    R.gemm_flops_per_s = comm::broadcast_value(slowest > 0 ? flops / slowest : 0.0);
+    if (!R.out || R.res.epochs.empty()) return;
+    std::vector<double> secs;
+    for (std::size_t i = R.res.epochs.size() > 1 ? 1 : 0; i < R.res.epochs.size(); ++i)
+      secs.push_back(R.res.epochs[i].seconds);
+    std::sort(secs.begin(), secs.end());
+    const double median = secs.size() % 2 ? secs[secs.size() / 2]
+                                          : (secs[secs.size() / 2 - 1] + secs[secs.size() / 2]) / 2;
+    const double bound = R.gemm_step_s * double(R.plan.n) / double(R.plan.B);
+    std::fprintf(R.out, "blas bound: the step's GEMMs alone %.3f ms (slowest rank; %.1f GFLOP/s over %d rank%s "
+                 "on these shapes) -> epoch >= %.4f s; median epoch %.4f s = %.2fx the bound\n",
+                 1e3 * R.gemm_step_s, 1e-9 * R.gemm_flops_per_s, R.p, R.p == 1 ? "" : "s", bound, median,
+                 bound > 0 ? median / bound : 0.0);
+    std::fflush(R.out);
+  }
+}
+
 // ---- results ------------------------------------------------------------------------------
 // --report / --profile: rank 0's JSON report (report.h), its summary on `out`; and the
 // --graph statistics line.
@@ -830,6 +924,8 @@ nlohmann::ordered_json performance_report(Run<T, Model>& R) {
 #ifdef SIM_EMULATOR
     in.emulator = true;
 #endif
+    in.cpu = kOnHost<Model>;
+    in.gemm_flops_per_s = R.gemm_flops_per_s;
     in.ranks = R.p;
     in.is_double = std::is_same_v<T, double>;
     in.hidden = cfg.hidden;
@@ -852,6 +948,10 @@ nlohmann::ordered_json performance_report(Run<T, Model>& R) {
     report["overlap"] = !R.mp && R.overlap;
     report["overlap_polls"] = R.res.overlap_polls;
     report["mpi_memory"] = cfg.mpi_device ? "device" : "host";
+    if constexpr (kOnHost<Model>)
+      report["cpu"] = {{"threads_per_rank", R.s.threads},
+                       {"gemm_step_s", R.gemm_step_s},
+                       {"blas_bound_epoch_s", R.gemm_step_s * double(R.plan.n) / double(R.plan.B)}};
     report["host_queue_us_per_step"] = us_per_step;
     report["graph"] = {{"enabled", cfg.graph}, {"captured", g.captured}, {"nodes", g.nodes},
                        {"replays", g.replays}, {"eager_runs", g.eager}};
@@ -922,6 +1022,7 @@ TrainResult train_with(const Config& cfg, const HostData& data, std::FILE* out) 
   if (R.out) print_header(R.out, cfg, data, R.s);
   open_metrics(R);
   train_epochs(R);
+  measure_blas_bound(R);
   finish_run(R, performance_report(R));
   return std::move(R.res);
 }
@@ -930,6 +1031,7 @@ TrainResult train_with(const Config& cfg, const HostData& data, std::FILE* out) 
 
 template <class T>
 TrainResult train_on(const Config& cfg, const HostData& data, std::FILE* out) {
+  if (cfg.device == Device::Cpu) return train_with<T, CpuModel<T>>(cfg, data, out);
   return train_with<T, DeviceModel<T>>(cfg, data, out);
 }
 
