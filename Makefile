@@ -124,7 +124,7 @@ CUDA_TEST_OBJ := $(call obj,$(CUDA_DIR),$(TEST_SRCS) $(TEST_CU))
 CUDA_LIB      := $(CUDA_DIR)/libnn.a
 CUDA_TRAIN    := $(CUDA_DIR)/bin/nn_train
 CUDA_TESTS    := $(CUDA_DIR)/bin/nn_tests
-CUDA_LDLIBS   := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart $(LIBS)
+CUDA_LDLIBS   := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart $(LIBS) -lopenblas
 
 $(CUDA_DIR)/obj/%.o: %.cpp | setup
 	@mkdir -p $(dir $@)
