@@ -2,29 +2,39 @@
 # Peer comparison: our code against the same network and SGD loop in PyTorch
 # (bench/peer_torch.py), same data, split, H, B, epochs, lr and reg, float32.
 #   (a) GPU visible (nvidia-smi) and a CUDA build: nn_train (CUDA build, 1 MPI rank) against
-#       peer_torch.py on CUDA (needs a PyTorch with CUDA: set PYTHON to its interpreter).
-#   (b) always (unless MODE=gpu): our Armadillo CPU reference (ref_bench) against PyTorch on
-#       the CPU at the SAME thread count, for each count in THREADS: OMP_NUM_THREADS and
-#       OPENBLAS_NUM_THREADS set for both programs, torch.set_num_threads the same.
+#       peer_torch.py on CUDA (needs a PyTorch with CUDA: set PYTHON to its interpreter);
+#       H=$HIDDEN B=$BATCH.
+#   (b) always (unless MODE=gpu): on the CPU, for each shape H:B in SHAPES and each process
+#       count p in PROCS, `nn_train --device cpu` at p MPI ranks against PyTorch in one process
+#       (p = 1) or DistributedDataParallel over gloo at p processes, both with the same
+#       threads per process, CORES / p (OMP_NUM_THREADS and OPENBLAS_NUM_THREADS for both,
+#       torch.set_num_threads the same; mpirun --bind-to none, as torch's processes are not
+#       bound either). nn_train also measures the BLAS-bound limit of its epoch in the same
+#       run (its `blas bound:` line: the step's GEMMs alone, timed on every rank at once).
 # Each side's time is the median seconds per epoch over epochs 2..E (epoch 1 is warm-up;
-# with E = 1, epoch 1); the printed ratio is ours / PyTorch (below 1: ours is faster).
+# with E = 1, epoch 1). Printed: speedup = PyTorch / ours (above 1: ours is faster), and
+# ours / bound; rows also go to $OUT/peer_cpu.csv (bench/plots.py peer draws them).
 #
 # Usage: bench/peer_compare.sh            (make peer)
 # Environment (defaults):
-#   DATA=data/current HIDDEN=512 BATCH=800 EPOCHS=5 LR=0.5 REG=1e-4 TRAIN_SIZE=0 (all)
-#   THREADS="1 2"  MODE=auto|cpu|gpu  PYTHON=/usr/bin/python3  CPU_DIR=build/cpu
-#   CUDA_DIR=build/cuda  MPIRUN=mpirun  OUT=build/peer (logs)  OMP_WAIT_POLICY=PASSIVE (see below)
+#   DATA=data/current SHAPES="256:100 512:800 1024:3000" PROCS="1 2" CORES=$(nproc) EPOCHS=4
+#   LR=0.5 REG=1e-4 TRAIN_SIZE=0 (all)  HIDDEN=256 BATCH=100 (GPU part)  MODE=auto|cpu|gpu
+#   PYTHON=/usr/bin/python3  CPU_DIR=build/cpu  CUDA_DIR=build/cuda  MPIRUN=mpirun
+#   OUT=build/peer (logs)  OMP_WAIT_POLICY=PASSIVE (see below)
+# PyTorch: Debian's python3-torch; installed with apt-get when missing and run as root.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 DATA=${DATA:-data/current}
-HIDDEN=${HIDDEN:-512}
-BATCH=${BATCH:-800}
-EPOCHS=${EPOCHS:-5}
+HIDDEN=${HIDDEN:-256}
+BATCH=${BATCH:-100}
+EPOCHS=${EPOCHS:-4}
+SHAPES=${SHAPES:-256:100 512:800 1024:3000}
+PROCS=${PROCS:-1 2}
+CORES=${CORES:-$(nproc 2>/dev/null || echo 1)}
 LR=${LR:-0.5}
 REG=${REG:-1e-4}
 TRAIN_SIZE=${TRAIN_SIZE:-0}
-THREADS=${THREADS:-1 2}
 MODE=${MODE:-auto}
 PYTHON=${PYTHON:-/usr/bin/python3}
 CPU_DIR=${CPU_DIR:-build/cpu}
@@ -41,13 +51,22 @@ export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 case $MODE in auto | cpu | gpu) ;; *) echo "error: MODE must be auto, cpu or gpu (got '$MODE')" >&2; exit 2 ;; esac
 if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 if ! "$PYTHON" -c 'import torch' 2>/dev/null; then
-  echo "error: $PYTHON cannot import torch (Debian: apt-get install python3-torch; or PYTHON=/path/to/python)" >&2
-  exit 1
+  if [ "$(id -u)" = 0 ] && [ "$PYTHON" = /usr/bin/python3 ] && command -v apt-get >/dev/null; then
+    echo "== installing Debian's python3-torch (the peer) with apt-get"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-torch >"${TMPDIR:-/tmp}/peer_torch_apt.log" 2>&1 ||
+      { echo "error: apt-get install python3-torch failed (log: ${TMPDIR:-/tmp}/peer_torch_apt.log)" >&2; exit 1; }
+  fi
+  if ! "$PYTHON" -c 'import torch' 2>/dev/null; then
+    echo "error: $PYTHON cannot import torch (Debian: apt-get install python3-torch; or PYTHON=/path/to/python)" >&2
+    exit 1
+  fi
 fi
 mkdir -p "$OUT"
 
 COMMON=(--data "$DATA" --hidden "$HIDDEN" --batch "$BATCH" --epochs "$EPOCHS" --lr "$LR" --reg "$REG"
         --train-size "$TRAIN_SIZE")
+# The same for shape H, B (the CPU part).
+common_for() { echo --data "$DATA" --hidden "$1" --batch "$2" --epochs "$EPOCHS" --lr "$LR" --reg "$REG" --train-size "$TRAIN_SIZE"; }
 
 # Median of the epoch times in a log's `epoch_seconds:` line, epoch 1 dropped when E > 1.
 median_from_log() {
@@ -65,12 +84,14 @@ median_from_metrics() {
 }
 precision_from_log() { awk '/^test precision:/ { print $3 }' "$1"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f\n", a / b; else print "n/a" }'; }
+# nn_train's BLAS-bound epoch (seconds) from its `blas bound: ... -> epoch >= X s; ...` line.
+bound_from_log() { awk '/^blas bound:/ { for (i = 1; i <= NF; ++i) if ($i == ">=") { print $(i + 1); exit } }' "$1"; }
 
 dataset=$(readlink -f "$DATA" || echo "$DATA")
 cpu_model=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null || true)
-echo "== peer comparison: H=$HIDDEN B=$BATCH epochs=$EPOCHS lr=$LR reg=$REG train-size=$TRAIN_SIZE (0 = all), float32"
+echo "== peer comparison: epochs=$EPOCHS lr=$LR reg=$REG train-size=$TRAIN_SIZE (0 = all), float32"
 echo "== data: $DATA -> $dataset"
-echo "== time = median s/epoch over epochs 2..$EPOCHS (batches only); ratio = ours / PyTorch"
+echo "== time = median s/epoch over epochs 2..$EPOCHS (batches only); speedup = PyTorch / ours (> 1: ours faster)"
 # Another job on the machine skews every figure, multi-threaded ones most: measure the CPU
 # time used by others over 2 s before starting.
 ncpu=$(nproc 2>/dev/null || echo 1)
@@ -112,31 +133,46 @@ if [ "$MODE" != cpu ]; then
     "$PYTHON" bench/peer_torch.py "${COMMON[@]}" --device cuda | tee "$OUT/torch_gpu.log"
     ours=$(median_from_metrics "$OUT/ours_gpu.csv")
     theirs=$(median_from_log "$OUT/torch_gpu.log")
-    summary+=("$(printf '%-34s %10s %10s %8s   precision ours %s, torch %s' "GPU $gpu_name" "$ours" "$theirs" \
-      "$(ratio "$ours" "$theirs")" "$(precision_from_log "$OUT/ours_gpu.log")" "$(precision_from_log "$OUT/torch_gpu.log")")")
+    summary+=("$(printf '%-26s %10s %10s %8s %8s %9s   precision ours %s, torch %s' "GPU H=$HIDDEN B=$BATCH" "$ours" "$theirs" \
+      "$(ratio "$theirs" "$ours")" - - "$(precision_from_log "$OUT/ours_gpu.log")" "$(precision_from_log "$OUT/torch_gpu.log")")")
   fi
 fi
 
 if [ "$MODE" != gpu ]; then
-  if [ ! -x "$CPU_DIR/bin/ref_bench" ]; then
-    echo "error: $CPU_DIR/bin/ref_bench not built (make $CPU_DIR/bin/ref_bench)" >&2
+  if [ ! -x "$CPU_DIR/bin/nn_train" ]; then
+    echo "error: $CPU_DIR/bin/nn_train not built (make $CPU_DIR/bin/nn_train)" >&2
     exit 1
   fi
-  for t in $THREADS; do
-    echo "== (b) CPU ${cpu_model:-?}, $t thread(s): Armadillo reference (ref_bench) vs PyTorch CPU"
-    OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t "$CPU_DIR/bin/ref_bench" "${COMMON[@]}" | tee "$OUT/ours_cpu_t$t.log"
-    OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t "$PYTHON" bench/peer_torch.py "${COMMON[@]}" --device cpu \
-      --threads "$t" | tee "$OUT/torch_cpu_t$t.log"
-    ours=$(median_from_log "$OUT/ours_cpu_t$t.log")
-    theirs=$(median_from_log "$OUT/torch_cpu_t$t.log")
-    summary+=("$(printf '%-34s %10s %10s %8s   precision ours %s, torch %s' "CPU, $t thread(s)" "$ours" "$theirs" \
-      "$(ratio "$ours" "$theirs")" "$(precision_from_log "$OUT/ours_cpu_t$t.log")" "$(precision_from_log "$OUT/torch_cpu_t$t.log")")")
+  echo "shape,procs,threads_per_proc,ours_s,torch_s,speedup,bound_s,ours_over_bound,ours_precision,torch_precision" \
+    >"$OUT/peer_cpu.csv"
+  for shape in $SHAPES; do
+    h=${shape%%:*} b=${shape##*:}
+    read -r -a args <<<"$(common_for "$h" "$b")"
+    for p in $PROCS; do
+      t=$(( CORES / p )); [ "$t" -ge 1 ] || t=1
+      tag="H${h}_B${b}_p${p}"
+      echo "== (b) CPU ${cpu_model:-?}, H=$h B=$b: nn_train --device cpu at $p rank(s) vs PyTorch" \
+           "$([ "$p" = 1 ] && echo "in one process" || echo "DDP (gloo) at $p processes"), $t thread(s) each"
+      OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t "$MPIRUN" --oversubscribe --bind-to none -np "$p" \
+        -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS -x OMP_WAIT_POLICY \
+        "$CPU_DIR/bin/nn_train" --device cpu "${args[@]}" --metrics "$OUT/ours_cpu_$tag.csv" | tee "$OUT/ours_cpu_$tag.log"
+      OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t "$PYTHON" bench/peer_torch.py "${args[@]}" --device cpu \
+        --threads "$t" --procs "$p" | tee "$OUT/torch_cpu_$tag.log"
+      ours=$(median_from_metrics "$OUT/ours_cpu_$tag.csv")
+      theirs=$(median_from_log "$OUT/torch_cpu_$tag.log")
+      bound=$(bound_from_log "$OUT/ours_cpu_$tag.log")
+      po=$(precision_from_log "$OUT/ours_cpu_$tag.log") pt=$(precision_from_log "$OUT/torch_cpu_$tag.log")
+      echo "H=$h B=$b,$p,$t,$ours,$theirs,$(ratio "$theirs" "$ours"),$bound,$(ratio "$ours" "$bound"),$po,$pt" >>"$OUT/peer_cpu.csv"
+      summary+=("$(printf '%-26s %10s %10s %8s %8s %9s   precision ours %s, torch %s' "CPU H=$h B=$b p=$p t=$t" \
+        "$ours" "$theirs" "$(ratio "$theirs" "$ours")" "$bound" "$(ratio "$ours" "$bound")" "$po" "$pt")")
+    done
   done
 fi
 
 echo
-echo "== summary: H=$HIDDEN B=$BATCH epochs=$EPOCHS, data $dataset (logs in $OUT/)"
+echo "== summary: epochs=$EPOCHS, data $dataset, ${CORES} core(s) (logs in $OUT/, table in $OUT/peer_cpu.csv)"
 echo "== CPU use by others before the run: ${busy_pct}% of $ncpu core(s)$([ "$busy" = yes ] && echo ' (BUSY: not representative)')"
 echo "== OMP_WAIT_POLICY=$OMP_WAIT_POLICY"
-printf '%-34s %10s %10s %8s\n' "where" "ours s/ep" "torch s/ep" "ratio"
+echo "== p = processes (MPI ranks / DDP processes), t = threads per process; bound = BLAS-bound epoch (s)"
+printf '%-26s %10s %10s %8s %8s %9s\n' "where" "ours s/ep" "torch s/ep" "speedup" "bound" "ours/bnd"
 for line in "${summary[@]}"; do echo "$line"; done

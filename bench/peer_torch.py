@@ -11,6 +11,12 @@ its gradient is the mean over its true size). Data: the same IDX files (raw or g
 
     /usr/bin/python3 bench/peer_torch.py --data data/current --hidden 512 --batch 800 \
         --epochs 3 --device cpu --threads 2
+    /usr/bin/python3 bench/peer_torch.py ... --device cpu --procs 2 --threads 1   # DDP, gloo
+
+--procs P (CPU): P processes (torch.multiprocessing, spawn) in a gloo process group, the
+model wrapped in DistributedDataParallel; every process holds the training set, draws the same
+shuffled order (same seed) and takes its slice of each global batch (split as evenly as possible,
+as nn_train does); DDP averages the slices' gradients (allreduce over gloo). Rank 0 prints and times.
 
 Prints one line per epoch, then the lines bench/peer_compare.sh reads:
     epoch_seconds: s1 s2 ...   (wall time of each epoch's batches, device synchronised)
@@ -77,15 +83,50 @@ def parse():
     ap.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto",
                     help="auto: CUDA when available, else the CPU")
     ap.add_argument("--threads", type=int, default=0,
-                    help="CPU threads (torch.set_num_threads); 0: $OMP_NUM_THREADS, else 1")
+                    help="CPU threads per process (torch.set_num_threads); 0: $OMP_NUM_THREADS, else 1")
+    ap.add_argument("--procs", type=int, default=1,
+                    help="processes: DistributedDataParallel over gloo when > 1 (CPU only)")
     a = ap.parse_args()
-    if a.hidden < 1 or a.batch < 1 or a.epochs < 1 or not 0 <= a.val_fraction < 1:
-        ap.error("bad --hidden/--batch/--epochs/--val-fraction")
+    if a.hidden < 1 or a.batch < 1 or a.epochs < 1 or not 0 <= a.val_fraction < 1 or a.procs < 1:
+        ap.error("bad --hidden/--batch/--epochs/--val-fraction/--procs")
+    if a.procs > 1 and a.device == "cuda":
+        ap.error("--procs > 1 is for --device cpu (DDP over gloo)")
     return a
+
+
+class Net(torch.nn.Module):
+    """784-H-10 with the parameters nn_train has (W1 H x D, b1, W2 C x H, b2)."""
+
+    def __init__(self, W1, b1, W2, b2):
+        super().__init__()
+        self.W1, self.b1 = torch.nn.Parameter(W1), torch.nn.Parameter(b1)
+        self.W2, self.b2 = torch.nn.Parameter(W2), torch.nn.Parameter(b2)
+
+    def forward(self, xb_u8):
+        x = xb_u8.to(torch.float32) / 255.0
+        a1 = torch.sigmoid(F.linear(x, self.W1, self.b1))
+        return F.linear(a1, self.W2, self.b2)
 
 
 def main():
     a = parse()
+    if a.procs > 1:
+        import torch.multiprocessing as mp
+        threads = a.threads or int(os.environ.get("OMP_NUM_THREADS", "1") or 1)
+        # Read by OpenBLAS and OpenMP when each spawned process imports torch afresh.
+        os.environ["OMP_NUM_THREADS"] = os.environ["OPENBLAS_NUM_THREADS"] = str(threads)
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
+        mp.spawn(run, args=(a,), nprocs=a.procs, join=True)
+    else:
+        run(0, a)
+
+
+def run(rank, a):
+    ddp = a.procs > 1
+    if ddp:
+        import torch.distributed as dist
+        dist.init_process_group("gloo", rank=rank, world_size=a.procs)
     if a.device == "auto":
         a.device = "cuda" if torch.cuda.is_available() else "cpu"
     if a.device == "cuda" and not torch.cuda.is_available():
@@ -121,16 +162,12 @@ def main():
         lim = (6.0 / (rows + cols)) ** 0.5
         return ((torch.rand(rows, cols) * 2 - 1) * lim).to(dev).requires_grad_()
 
-    W1, W2 = glorot(H, D), glorot(C, H)
-    b1 = torch.zeros(H, device=dev, requires_grad=True)
-    b2 = torch.zeros(C, device=dev, requires_grad=True)
-    opt = torch.optim.SGD([{"params": [W1, W2], "weight_decay": a.reg},
-                           {"params": [b1, b2], "weight_decay": 0.0}], lr=a.lr)
-
-    def logits(xb_u8):
-        x = xb_u8.to(torch.float32) / 255.0
-        a1 = torch.sigmoid(F.linear(x, W1, b1))
-        return F.linear(a1, W2, b2)
+    net = Net(glorot(H, D).detach(), torch.zeros(H, device=dev), glorot(C, H).detach(), torch.zeros(C, device=dev))
+    W1, W2 = net.W1, net.W2
+    opt = torch.optim.SGD([{"params": [net.W1, net.W2], "weight_decay": a.reg},
+                           {"params": [net.b1, net.b2], "weight_decay": 0.0}], lr=a.lr)
+    model = torch.nn.parallel.DistributedDataParallel(net) if ddp else net
+    logits = net  # evaluation: no gradient exchange
 
     def sync():
         if dev.type == "cuda":
@@ -140,6 +177,11 @@ def main():
         "CPU, torch threads %d, OPENBLAS_NUM_THREADS=%s, OMP_NUM_THREADS=%s" % (
             torch.get_num_threads(), os.environ.get("OPENBLAS_NUM_THREADS", "unset"),
             os.environ.get("OMP_NUM_THREADS", "unset"))
+    if ddp:
+        desc += ", DistributedDataParallel over gloo, %d processes" % a.procs
+    out = rank == 0  # DDP: rank 0 prints
+    if not out:
+        sys.stdout = open(os.devnull, "w")
     print("peer_torch: PyTorch %s, float32, TF32 off, %s" % (torch.__version__, desc))
     print("data: %s (train %d, validation %d, test %d images)" % (a.data, n_fit, n_val, n_test))
     print("config: hidden=%d batch=%d epochs=%d lr=%g reg=%g seed=%d shuffle=%s" % (
@@ -155,9 +197,13 @@ def main():
         hits = torch.zeros((), dtype=torch.int64, device=dev)
         for begin in range(0, n_fit, a.batch):
             idx = order[begin:begin + a.batch]
+            if ddp:  # this process's slice of the global batch (as evenly as possible)
+                c = idx.numel()
+                lo, hi = c * rank // a.procs, c * (rank + 1) // a.procs
+                idx = idx[lo:hi]
             yb = ys[idx]
-            z2 = logits(xs[idx])
-            ce = F.cross_entropy(z2, yb)  # mean over the batch's true size
+            z2 = model(xs[idx])
+            ce = F.cross_entropy(z2, yb)  # mean over the slice; DDP averages the slices
             opt.zero_grad(set_to_none=True)
             ce.backward()
             opt.step()
@@ -165,6 +211,11 @@ def main():
                 ce_sum += ce.detach() * idx.numel()
                 hits += (z2.detach().argmax(1) == yb).sum()
         sync()
+        if ddp:
+            dist.barrier()
+            stats = torch.stack([ce_sum, hits.to(torch.float32)])
+            dist.all_reduce(stats)
+            ce_sum, hits = stats[0], stats[1]
         secs.append(time.perf_counter() - t0)
         with torch.no_grad():
             loss = ce_sum.item() / n_fit + 0.5 * a.reg * (W1.square().sum() + W2.square().sum()).item()
@@ -177,6 +228,9 @@ def main():
                       for i in range(0, n_test, 1024))
     print("epoch_seconds: " + " ".join("%.6f" % s for s in secs))
     print("test precision: %.4f" % (correct / n_test if n_test else 0.0))
+    sys.stdout.flush()
+    if ddp:
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":
