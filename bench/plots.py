@@ -570,11 +570,52 @@ def plot_gemm(path, metric, out_dir):
 
 # ---- command line -------------------------------------------------------------------
 
+def plot_peer(path, out_dir):
+    """make peer's CPU table (peer_compare.sh -> peer_cpu.csv): per shape and process count,
+    PyTorch / ours (the speedup, > 1: ours faster) and ours / the BLAS-bound epoch."""
+    name = "peer.png"
+    title = "--device cpu vs PyTorch (CPU measurements)"
+    rows = read_csv(path) if path and os.path.exists(path) else []
+    rows = [r for r in rows if pos(r.get("speedup")) is not None]
+    if not rows:
+        return empty_plot(out_dir, name, title, "no peer table (run `make peer`: %s)" % (path or "--peer"))
+    shapes = list(dict.fromkeys(r["shape"] for r in rows))
+    procs = sorted({int(r["procs"]) for r in rows})
+    width = 0.8 / len(procs)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
+    for ax, key, ylabel, lines in (
+            (axes[0], "speedup", "PyTorch time / ours  (> 1: ours faster)", ((1.0, "equal"), (1.3, "1.3x"))),
+            (axes[1], "ours_over_bound", "ours / BLAS-bound epoch", ((1.0, "bound"), (1.5, "1.5x")))):
+        for i, p in enumerate(procs):
+            xs, ys = [], []
+            for j, sh in enumerate(shapes):
+                v = next((pos(r.get(key)) for r in rows if r["shape"] == sh and int(r["procs"]) == p), None)
+                if v is not None:
+                    xs.append(j + (i - (len(procs) - 1) / 2) * width)
+                    ys.append(v)
+            t = next((r["threads_per_proc"] for r in rows if int(r["procs"]) == p), "?")
+            label = ("p=%d (one process" if p == 1 else "p=%d (MPI ranks / DDP gloo") % p + ", %s thread(s) each)" % t
+            bars = ax.bar(xs, ys, width, label=label)
+            for b, v in zip(bars, ys):
+                ax.annotate("%.2f" % v, (b.get_x() + b.get_width() / 2, v), ha="center", va="bottom", fontsize=8)
+        for y, text in lines:
+            ax.axhline(y, color="grey", lw=0.8, ls="--")
+            ax.annotate(text, (len(shapes) - 0.5, y), ha="right", va="bottom", fontsize=8, color="grey")
+        ax.set_xticks(range(len(shapes)))
+        ax.set_xticklabels(shapes)
+        ax.set_ylabel(ylabel)
+        ax.set_ylim(0, max([pos(r.get(key)) or 0 for r in rows] + [lines[-1][0]]) * 1.15)
+    axes[0].legend(fontsize=8, loc="upper left")
+    fig.suptitle(title + ", same threads per process, median s/epoch", fontsize=11)
+    fig.tight_layout()
+    return save(fig, out_dir, name)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split("\n\n", 1)[1])
-    ap.add_argument("what", choices=["all", "roofline", "phases", "training", "gemm"])
+    ap.add_argument("what", choices=["all", "roofline", "phases", "training", "gemm", "peer"])
     ap.add_argument("--sweep", nargs="+", default=[], metavar="DIR_OR_JSON",
                     help="nn-report-1 JSON files or directories of them (roofline, phases)")
     ap.add_argument("--metrics", help="nn_train --metrics CSV (training)")
@@ -586,6 +627,8 @@ def main():
     ap.add_argument("--phase-stat", choices=["mean", "median"], default="mean",
                     help="phases.png: mean per batch (total_s / batches; adds up) or per-call "
                          "median [mean]")
+    ap.add_argument("--peer", default="build/peer/peer_cpu.csv",
+                    help="make peer's CPU table (peer) [build/peer/peer_cpu.csv]; `all` draws it when it exists")
     ap.add_argument("--out", default="build/plots", help="output directory [build/plots]")
     a = ap.parse_args()
     src = " ".join(a.sweep) or "(no --sweep given)"
@@ -599,6 +642,8 @@ def main():
         plot_training(a.metrics, a.report, a.device, a.out)
     if a.what in ("all", "gemm"):
         plot_gemm(a.gemm, a.metric, a.out)
+    if a.what == "peer" or (a.what == "all" and os.path.exists(a.peer)):
+        plot_peer(a.peer, a.out)
 
 
 if __name__ == "__main__":
