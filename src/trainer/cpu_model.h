@@ -96,7 +96,7 @@ class CpuModel {
   double weight_sq_norm() const;
   std::uint64_t evaluate(const CpuImages& data);
 
-  // Seconds the BLAS calls of one training step at b columns take, measured here (the median
+  // Seconds the BLAS calls of one training step at b columns take, measured here (the fastest
   // of `reps` runs after a warm-up), and the FLOPs they do: the step's BLAS-bound limit and
   // the CPU's GEMM rate on exactly these shapes (the --report roofline's compute ceiling).
   struct GemmTiming {

@@ -874,15 +874,15 @@ void train_epochs(Run<T, Model>& R) {
 
 // --device cpu: the BLAS-bound limit. Every rank times its step's five GEMMs at its own
 // shapes at the same moment (so they share the cores and memory as in training); the slowest
-// rank's median is the step's floor, and every rank's FLOPs over it the job's GEMM rate.
+// rank's fastest repetition is the step's floor, and every rank's FLOPs over it the job's GEMM rate.
 // Printed next to the median epoch (epoch 1, the warm-up, left out when there are more).
 template <class T, class Model>
 void measure_blas_bound(Run<T, Model>& R) {
   if constexpr (kOnHost<Model>) {
     const int b = R.s.b_max;
-    // About 0.3 s of repetitions, the count decided on rank 0 so that all ranks run together.
+    // About 0.5 s of repetitions, the count decided on rank 0 so that all ranks run together.
     const double once = comm::broadcast_value(R.model.time_step_gemms(b, 1).seconds);
-    const int reps = int(std::clamp(0.3 / std::max(once, 1e-6), 3.0, 200.0));
+    const int reps = int(std::clamp(0.5 / std::max(once, 1e-6), 5.0, 300.0));
     comm::barrier();
     const auto t = R.model.time_step_gemms(b, reps);
     const std::vector<double> all = comm::gather_to_root(std::vector<double>{t.seconds, t.flops});

@@ -212,6 +212,8 @@ for np in "${np_list[@]}"; do
 done
 # cuBLAS (GEMM variant 0) exists in both builds (emulated on OpenBLAS in the emulator build).
 spawn check_succeeds "control: --gemm 0 (cuBLAS)" "${np_list[-1]}" --data "$good" "${small[@]}" --gemm 0
+# The host backend (no emulator, no CUDA device): same loader, options and exit codes.
+spawn check_succeeds "control: --device cpu" "${np_list[-1]}" --data "$good" "${small[@]}" --device cpu
 wait
 if [ -s "$work/h16.np${np_list[0]}.ckpt" ]; then
   cp "$work/h16.np${np_list[0]}.ckpt" "$work/h16.ckpt"
@@ -222,6 +224,7 @@ fi
 # ---- corrupt IDX files -----------------------------------------------------------------
 d=$(variant bad-magic); poke "$d/$TI" 0 "47 49 46 38"
 expect 1 "idx: bad magic (not IDX)" "$TI.*magic" --data "$d" "${small[@]}"
+expect 1 "idx: bad magic, --device cpu" "$TI.*magic" --data "$d" "${small[@]}" --device cpu
 d=$(variant labels-as-images); cp "$d/$TL" "$d/$TI"
 expect 1 "idx: labels file where images expected" "$TI.*magic" --data "$d" "${small[@]}"
 d=$(variant images-as-labels); cp "$d/$EI" "$d/$EL"
@@ -322,6 +325,9 @@ expect 2 "cli: --seed -1" "--seed" "${base[@]}" --seed -1
 expect 2 "cli: --seed 2^64" "--seed" "${base[@]}" --seed 18446744073709551616
 expect 2 "cli: --print-every -1" "--print-every" "${base[@]}" --print-every -1
 expect 2 "cli: unknown option --bogus" "--bogus" "${base[@]}" --bogus 3
+expect 2 "cli: --device tpu" "--device" "${base[@]}" --device tpu
+expect 1 "cli: --device cpu --mpi device" "--mpi device is for --device gpu" "${base[@]}" --device cpu --mpi device
+expect 1 "cli: --device cpu --graph" "--graph" "${base[@]}" --device cpu --graph
 expect 2 "cli: unexpected argument" "stray" "${base[@]}" stray
 expect 2 "cli: missing value (--hidden last)" "hidden" "${base[@]}" --hidden
 expect 2 "cli: missing value (--lr '')" "--lr" "${base[@]}" --lr ''
