@@ -6,7 +6,8 @@
 # else the emulator build. bench/scaling.sh's environment passes through (NP, STRATEGIES,
 # B, B0, QUICK, HIDDEN, EPOCHS, ...); SCALING_ARGS are extra nn_train options:
 #   make scaling NP='1 2' STRATEGIES=allreduce SCALING_ARGS='--gemm 3'
-SCALING_OUT  ?= $(BUILD)/scaling
+#   make scaling SCALING_ARGS='--device cpu'     # the host backend -> $(BUILD)/scaling-cpu
+SCALING_OUT  ?= $(BUILD)/scaling$(if $(findstring --device cpu,$(SCALING_ARGS)),-cpu)
 SCALING_ARGS ?=
 SCALING_GPU   = $(and $(HAVE_NVCC),$(GPU_VISIBLE))
 .PHONY: scaling

@@ -11,6 +11,8 @@
 #   QUICK=0 HIDDEN=512 EPOCHS=3 bench/scaling.sh      # full training set
 #   bench/scaling.sh --gemm 3                         # arguments go to every nn_train run
 #   sbatch slurm/scaling.sbatch                       # in an allocation (srun, one GPU per rank)
+#   bench/scaling.sh --device cpu                     # the host backend (BLAS; OUT build/scaling-cpu)
+#   sbatch --gpus-per-task=0 --cpus-per-task=4 slurm/scaling.sbatch --device cpu   # CPU nodes
 #
 # Environment (defaults):
 #   NN_BIN            trainer: build/cuda/bin/nn_train when a GPU is visible and it exists, else
@@ -31,7 +33,10 @@
 #   VARIANT_REPEATS=3 runs per variant (interleaved; the CSV keeps the median)
 #   SIM_WORKERS       emulator threads per rank; unset or 0 means 1 here: one core per emulated
 #                     device, so p ranks use p cores and the speedup means something
-#   OUT=build/scaling output directory (its CSV files are replaced)
+#   OUT=build/scaling output directory (its CSV files are replaced); build/scaling-cpu with
+#                     --device cpu, whose runs take the full training set (QUICK=0) for 3 epochs,
+#                     have no CUDA Graphs variant, and count as oversubscribed above one rank
+#                     per core (one BLAS thread per rank outside Slurm; OPENBLAS_NUM_THREADS)
 #   LAUNCHER=srun|mpirun (srun inside a Slurm job), SRUN_MPI (srun --mpi=..., e.g. pmix),
 #   SRUN_FLAGS, MPIRUN=mpirun, MPIRUN_FLAGS: as in slurm/common.sh (mpirun gets
 #                     --oversubscribe outside Slurm when p exceeds the cores)
@@ -179,7 +184,9 @@ run_one() {
   if [ -n "$in_slurm" ]; then
     over=
   else
-    if [ "$build" = emulator ]; then need=$((p * workers)) have=$cores; else need=$p have=$gpus; fi
+    if [ "$build" = emulator ]; then need=$((p * workers)) have=$cores
+    elif [ "$build" = cpu ]; then need=$p have=$cores
+    else need=$p have=$gpus; fi
     [ "$need" -gt "$have" ] && over=1
   fi
   rm -f "$json"
@@ -199,6 +206,21 @@ run_one() {
 }
 
 extra=("$@")
+on_cpu=
+for ((i = 0; i < ${#extra[@]}; ++i)); do
+  case ${extra[i]} in
+    --device=cpu) on_cpu=1 ;;
+    --device) [ "${extra[i + 1]:-}" = cpu ] && on_cpu=1 ;;
+  esac
+done
+if [ -n "$on_cpu" ]; then
+  [ "$OUT" = build/scaling ] && OUT=build/scaling-cpu
+  VARIANTS=$(printf '%s\n' $VARIANTS | grep -v graph | tr '\n' ' ' || true)
+  EPOCHS=${EPOCHS:-3}
+  # One BLAS thread per rank outside Slurm, so p ranks use p cores as p devices would (inside
+  # a job, --cpus-per-task decides); OPENBLAS_NUM_THREADS overrides.
+  [ -n "$in_slurm" ] || export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
+fi
 mkdir -p "$OUT"
 start=$SECONDS
 
@@ -218,7 +240,7 @@ if [ "$build" != emulator ]; then
 fi
 
 if [ -z "${QUICK:-}" ]; then
-  if [ "$build" = emulator ]; then QUICK=1; else QUICK=0; fi
+  if [ "$build" = emulator ]; then QUICK=1; else QUICK=0; fi  # cpu: the real thing, full size
 fi
 if [ "$QUICK" = 1 ]; then
   HIDDEN=${HIDDEN:-128} EPOCHS=${EPOCHS:-3} TRAIN_SIZE=${TRAIN_SIZE:-10000} TEST_SIZE=${TEST_SIZE:-1000}
@@ -246,13 +268,16 @@ if [ -z "${VARIANT_P:-}" ]; then
       VARIANT_P=$p
     elif [ "$build" = emulator ] && [ $((p * workers)) -le "$cores" ]; then
       VARIANT_P=$p
-    elif [ "$build" != emulator ] && [ "$p" -le "$((gpus > 0 ? gpus : 1))" ]; then
+    elif [ "$build" = cpu ] && [ "$p" -le "$cores" ]; then
+      VARIANT_P=$p
+    elif [ "$build" != emulator ] && [ "$build" != cpu ] && [ "$p" -le "$((gpus > 0 ? gpus : 1))" ]; then
       VARIANT_P=$p
     fi
   done
 fi
 
 label="$build build, $device"
+[ "$build" = cpu ] && label="--device cpu (host BLAS, no emulator), $device"
 [ "$build" = emulator ] && label+=" [emulator (CPU), not GPU performance]"
 echo "== $NN_SCRIPT: $label; $LAUNCHER${SRUN_MPI:+ --mpi=$SRUN_MPI}; $NN_BIN -> $OUT/"
 echo "   p=(${plist[*]}) strategies=($STRATEGIES) modes=($MODES) strong B=$B, weak B=$B0*p;" \

@@ -48,7 +48,8 @@ def read_csv(path):
 def label_of(rows):
     """'build build, device' (one per distinct pair) plus the emulator note."""
     pairs = sorted({(r.get("build") or "unknown", r.get("device") or "device unknown") for r in rows})
-    text = "; ".join("%s build, %s" % p for p in pairs) if pairs else "device unknown"
+    text = "; ".join(("--device cpu (host BLAS, CPU measurement), %s" % p[1]) if p[0] == "cpu"
+                     else "%s build, %s" % p for p in pairs) if pairs else "device unknown"
     if any(b == "emulator" or "emulator" in d.lower() for b, d in pairs):
         text += "\n" + EMU_NOTE
     return text
