@@ -91,6 +91,18 @@ class CpuModel {
 
   void sgd_step(T lr);  // p <- p - lr * g
 
+  // When one rank holds the whole batch's gradient (data parallel, p = 1) nothing happens
+  // between the backward pass and the step, so the dW1 GEMM can apply the step itself:
+  // W1 <- W1 - (lr reg) W1 (where add_reg), then W1 <- W1 - lr dZ1 X^T through the GEMM's
+  // beta = 1, saving the copy of W1 for the regulariser and the gradient's trip through memory
+  // for W1 (the largest tensor). sgd_step then updates
+  // [b1 | W2 | b2] only, and the W1 part of the gradient buffer is not written. Off by default;
+  // the same lr must reach sgd_step.
+  void fuse_w1_step(bool on, T lr) {
+    fused_ = on;
+    fused_lr_ = lr;
+  }
+
   void reset_stats();
   void read_stats(double& loss_sum, std::uint64_t& correct) const;
   double weight_sq_norm() const;
@@ -126,6 +138,8 @@ class CpuModel {
   std::uint64_t correct_ = 0;
   GraphStats gstats_;
   std::function<void()> phase_hook_;
+  bool fused_ = false;  // fuse_w1_step
+  T fused_lr_ = 0;
 };
 
 }  // namespace nn::train

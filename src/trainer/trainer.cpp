@@ -405,6 +405,10 @@ Setup<T, Model> setup(const Config& cfg, const HostData& data) {
   }
   s.model->set_train_data(std::move(shard));
   s.model->enable_graphs(cfg.graph);
+  // One rank, data parallel: nothing runs between the backward pass and the step, so the
+  // host model lets its dW1 GEMM apply the step (CpuModel::fuse_w1_step).
+  if constexpr (kOnHost<Model>)
+    if (!mp && p == 1) s.model->fuse_w1_step(true, static_cast<T>(cfg.lr));
   if (root) {
     s.val = typename Model::Images(data.train.images.data() + sz.n_fit * D, data.train.labels.data() + sz.n_fit,
                          sz.n_val, D);

@@ -274,6 +274,34 @@ TYPED_TEST(CpuModelTest, SgdStepSubtractsTheScaledGradient) {
   for (std::size_t i = 0; i < p0.size(); ++i) ASSERT_EQ(p1[i], T(p0[i] - T(0.5) * g[i])) << i;
 }
 
+TYPED_TEST(CpuModelTest, FusedW1StepMatchesTheSeparateStep) {
+  using T = TypeParam;
+  const int H = 12;
+  const std::vector<T> p0 = pack(ref::make_params<T>(D, H, C, 10));
+  const CpuImages im = random_images(20, 9);
+  const auto order = shuffled(20, 9);
+  CpuModel<T> plain(D, H, C, 10), fused(D, H, C, 10);
+  fused.fuse_w1_step(true, T(0.5));
+  for (CpuModel<T>* m : {&plain, &fused}) {
+    m->set_params(p0);
+    m->set_train_data(CpuImages(im));
+    m->set_order(order);
+    for (int k = 0; k < 2; ++k) {  // two steps: the second sees the first's fused update
+      m->forward_backward(std::size_t(k) * 10, 10, T(0.1), true, T(0.01));
+      m->sgd_step(T(0.5));
+    }
+  }
+  const std::vector<T> a = plain.get_params(), f = fused.get_params();
+  // (W1 - lr reg W1) - lr G rounds differently from W1 - lr (G + reg W1): close, not equal.
+  const double close = std::is_same_v<T, double> ? 1e-13 : 1e-6;
+  EXPECT_LT(rel_err(f.data(), a.data(), a.size()), close);
+  EXPECT_NE(f, a);
+  EXPECT_NE(f, p0);
+  // Everything but W1 went through the same sgd pass from the same gradient.
+  const ParamLayout L = plain.layout();
+  EXPECT_LT(rel_err(f.data() + L.b1(), a.data() + L.b1(), L.total() - L.b1()), close);
+}
+
 TEST(CpuModel, BadInputThrows) {
   CpuModel<float> m(D, 4, C, 5);
   EXPECT_THROW(m.set_params(std::vector<float>(3)), std::invalid_argument);
