@@ -39,7 +39,7 @@ if [ ! -x "$train" ]; then
 fi
 case $train in /*) ;; *) train=$PWD/$train ;; esac
 
-mpirun_cmd=${MPIRUN:-mpirun}
+mpirun_cmd=${MPIRUN:-$(cd "$(dirname "$0")/../.." && pwd)/slurm/mpirun.sh}  # a private session directory per launch
 read -r -a mpirun_flags <<<"${MPIRUN_FLAGS---oversubscribe}"
 read -r -a np_list <<<"${NP_LIST:-1 3}"
 limit=${CLI_TIMEOUT:-60}

@@ -41,7 +41,7 @@ if [ -n "$data" ] && [ ! -d "$data" ]; then
   exit 1
 fi
 
-mpirun_cmd=${MPIRUN:-mpirun}
+mpirun_cmd=${MPIRUN:-$(cd "$(dirname "$0")/../.." && pwd)/slurm/mpirun.sh}  # a private session directory per launch
 read -r -a mpirun_flags <<<"${MPIRUN_FLAGS---oversubscribe}"
 read -r -a cases <<<"${KILL_CASES:-2:1 3:2 2:0 3:0}"
 exit_limit=${KILL_EXIT_S:-10}

@@ -21,7 +21,7 @@ if [ $# -lt 3 ] || [ $# -gt 4 ]; then
   exit 2
 fi
 recorder=$1 train=$2 data=$3 np=${4:-2}
-mpirun_cmd=${MPIRUN:-mpirun}
+mpirun_cmd=${MPIRUN:-$(cd "$(dirname "$0")/../.." && pwd)/slurm/mpirun.sh}  # a private session directory per launch
 read -r -a mpirun_flags <<<"${MPIRUN_FLAGS---oversubscribe}"
 
 for f in "$recorder" "$train"; do
