@@ -40,7 +40,7 @@ ifeq ($(V),1)
   step  =
 else
   Q    := @
-  step  = @printf '  %-5s %-4s %s\n' '$(1)' '$(2)' '$(3)';
+  step  = @printf '  %-5s %s\n' '$(1)' '$(if $(2),$(2)  )$(3)';
 endif
 
 # ---- configuration -> build directory (configurations never share objects) ----
