@@ -300,7 +300,9 @@ expect 2 "cli: --hidden 65537" "--hidden" "${base[@]}" --hidden 65537
 expect 2 "cli: --hidden 1.5" "--hidden" "${base[@]}" --hidden 1.5
 expect 2 "cli: --hidden abc" "--hidden" "${base[@]}" --hidden abc
 expect 2 "cli: --epochs -1" "--epochs" "${base[@]}" --epochs -1
-expect 2 "cli: --epochs 0" "--epochs" "${base[@]}" --epochs 0
+expect 1 "cli: --epochs 0 with no model to score" "--epochs 0 scores a saved model" "${base[@]}" --epochs 0
+expect 1 "cli: --resume without --save" "--resume needs --save" "${base[@]}" --resume
+expect 2 "cli: --save-every -1" "--save-every" "${base[@]}" --save-every -1
 expect 2 "cli: --epochs 99999999999" "--epochs" "${base[@]}" --epochs 99999999999
 expect 2 "cli: --lr abc" "--lr" "${base[@]}" --lr abc
 expect 2 "cli: --lr 0" "--lr" "${base[@]}" --lr 0
@@ -353,8 +355,8 @@ if [ -s "$ck" ]; then
   expect 1 "load: truncated inside the header" "header\.ckpt.*(truncat|short)" "${base[@]}" --load "$ckdir/header.ckpt"
   { cat "$ck"; printf 'more'; } >"$ckdir/trailing.ckpt"
   expect 1 "load: trailing bytes" "trailing\.ckpt.*trailing" "${base[@]}" --load "$ckdir/trailing.ckpt"
-  cp "$ck" "$ckdir/version.ckpt"; poke "$ckdir/version.ckpt" 8 "02 00 00 00"
-  expect 1 "load: version 2" "version\.ckpt.*version" "${base[@]}" --load "$ckdir/version.ckpt"
+  cp "$ck" "$ckdir/version.ckpt"; poke "$ckdir/version.ckpt" 8 "03 00 00 00"
+  expect 1 "load: version 3" "version\.ckpt.*version 3" "${base[@]}" --load "$ckdir/version.ckpt"
   cp "$ck" "$ckdir/precision.ckpt"; poke "$ckdir/precision.ckpt" 12 "03 00 00 00"
   expect 1 "load: precision 3" "precision\.ckpt.*(precision|header)" "${base[@]}" --load "$ckdir/precision.ckpt"
   cp "$ck" "$ckdir/bigh.ckpt"; poke "$ckdir/bigh.ckpt" 20 "ff ff ff 7f"
