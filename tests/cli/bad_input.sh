@@ -18,7 +18,7 @@
 # NN_TRAIN  the trainer, e.g. build/cpu/bin/nn_train (emulator build: no GPU needed)
 # The data are tiny IDX files generated into a temporary directory (python3); the
 # real data set is not needed.
-# Environment: MPIRUN (mpirun), MPIRUN_FLAGS (--oversubscribe), NP_LIST ("1 3"),
+# Environment: MPIRUN (slurm/mpirun.sh), MPIRUN_FLAGS (--oversubscribe), NP_LIST ("1 3"),
 #   CLI_TIMEOUT (60: seconds before a run counts as hung), CLI_QUICK (20: seconds a
 #   failing run may take), SIM_WORKERS (1), CLI_KEEP=1 keeps the logs and files,
 #   CLI_FILTER=REGEX runs only the cases whose name matches, CLI_JOBS (4) runs at once.

@@ -15,7 +15,7 @@
 # NN_TRAIN  the trainer, e.g. build/cpu/bin/nn_train (emulator build: no GPU needed)
 # DATA_DIR  IDX directory (e.g. data/current); without it, 6000 + 1000 random images
 #           are generated into a temporary directory (python3)
-# Environment: MPIRUN (mpirun), MPIRUN_FLAGS (--oversubscribe), KILL_CASES, KILL_EXIT_S
+# Environment: MPIRUN (slurm/mpirun.sh), MPIRUN_FLAGS (--oversubscribe), KILL_CASES, KILL_EXIT_S
 #   (10), KILL_START_S (120: how long training may take to start), SIM_WORKERS (1),
 #   CLI_KEEP=1 keeps the logs.
 # Prints "ok ..."/"FAIL ..." per case, then "kill_rank: N passed, M failed"; exits

@@ -6,7 +6,7 @@
 #
 #   tests/cli/resume_signal.sh NN_TRAIN DATA_DIR
 #
-# Environment: MPIRUN (mpirun), MPIRUN_FLAGS (--oversubscribe), NP (2), SIM_WORKERS (1),
+# Environment: MPIRUN (slurm/mpirun.sh), MPIRUN_FLAGS (--oversubscribe), NP (2), SIM_WORKERS (1),
 #   RESUME_ARGS (training options), STOP_AFTER_DS (15: tenths of a second of training before each signal).
 # Prints "ok ..."/"FAIL ..." and "resume_signal: N passed, M failed"; non-zero on failure.
 set -uo pipefail
@@ -16,7 +16,7 @@ if [ $# -ne 2 ]; then
   exit 2
 fi
 train=$1 data=$2
-mpirun_cmd=${MPIRUN:-mpirun}
+mpirun_cmd=${MPIRUN:-$(cd "$(dirname "$0")/../.." && pwd)/slurm/mpirun.sh}  # a private session directory per launch
 read -r -a mpirun_flags <<<"${MPIRUN_FLAGS---oversubscribe}"
 np=${NP:-2}
 read -r -a args <<<"${RESUME_ARGS:---epochs 4 --train-size 12000 --test-size 500 --hidden 32 --batch 100}"

@@ -11,7 +11,7 @@
 #              "synthetic": 600 + 100 random 28x28 images written to the temp directory
 #              (the ranges do not depend on what the pixels are)
 # NP           MPI ranks (default 2; at 1 rank the trainer skips the gradient round trip)
-# Environment: MPIRUN (mpirun), MPIRUN_FLAGS (--oversubscribe), NVTX_KEEP=1 keeps the logs.
+# Environment: MPIRUN (slurm/mpirun.sh), MPIRUN_FLAGS (--oversubscribe), NVTX_KEEP=1 keeps the logs.
 # Builds nothing. Prints "ok ..."/"FAIL ..." per check, then "nvtx: N passed, M failed";
 # exits non-zero on any failure.
 set -euo pipefail
