@@ -16,7 +16,11 @@ MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 2)
 CXX       ?= g++
 MPICXX    ?= mpicxx
 PYTHON    ?= python3
-MPIRUN    ?= mpirun
+# Every launch gets an Open MPI session directory of its own (slurm/mpirun.sh says why), so
+# concurrent runs never collide; NN_MPIRUN names the real mpirun. SINGLETON: the same for a
+# program started without mpirun (one rank).
+MPIRUN    ?= $(CURDIR)/slurm/mpirun.sh
+SINGLETON := NN_MPIRUN=env $(CURDIR)/slurm/mpirun.sh
 NP_LIST   ?= 1 2 3 4
 # CUDA: from CUDA_HOME, else from the nvcc on PATH. Nothing absolute is assumed.
 NVCC_ON_PATH := $(shell command -v nvcc 2>/dev/null)
@@ -28,6 +32,16 @@ CUDA_ARCH ?= 80 90
 CUDA_GENCODE := $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
                 -gencode arch=compute_$(lastword $(CUDA_ARCH)),code=compute_$(lastword $(CUDA_ARCH))
 NVTX_DIR  := $(if $(CUDA_HOME),$(wildcard $(CUDA_HOME)/include/nvtx3),)
+
+# ---- output: one short line per step (`  CC    cpu  src/main.cpp`); V=1 prints the commands ----
+# Compiler messages and errors always show in full; `make V=1` shows each command line too.
+ifeq ($(V),1)
+  Q    :=
+  step  =
+else
+  Q    := @
+  step  = @printf '  %-5s %s\n' '$(1)' '$(if $(2),$(2)  )$(3)';
+endif
 
 # ---- configuration -> build directory (configurations never share objects) ----
 CONFIG_TAG := $(if $(filter 1,$(USE_DOUBLE)),-double)$(if $(filter 1,$(DEBUG)),-debug)$(if $(filter 1,$(SANITIZE)),-san)
@@ -77,41 +91,41 @@ $(CPU_DIR)/nvtx-include/nvtx3:
 
 $(CPU_DIR)/obj/%.o: %.cpp | setup $(if $(NVTX_DIR),$(CPU_DIR)/nvtx-include/nvtx3)
 	@mkdir -p $(dir $@)
-	$(MPICXX) $(CPU_CXXFLAGS) -c $< -o $@
+	$(call step,CC,cpu,$<)$(MPICXX) $(CPU_CXXFLAGS) -c $< -o $@
 
 $(CPU_DIR)/obj/%.o: %.cu $(SIMCC) | setup $(if $(NVTX_DIR),$(CPU_DIR)/nvtx-include/nvtx3)
 	@mkdir -p $(dir $@)
-	CXX="$(MPICXX)" $(PYTHON) $(SIMCC) $(CPU_CXXFLAGS) -c $< -o $@
+	$(call step,SIMCC,cpu,$<)CXX="$(MPICXX)" $(PYTHON) $(SIMCC) $(CPU_CXXFLAGS) -c $< -o $@
 
 $(CPU_SIM_OBJ): $(CPU_DIR)/obj/%.o: %.cpp | setup
 	@mkdir -p $(dir $@)
-	$(CXX) $(CPU_CXXFLAGS) -c $< -o $@
+	$(call step,CC,cpu,$<)$(CXX) $(CPU_CXXFLAGS) -c $< -o $@
 
 $(CPU_LIB): $(CPU_HOST_OBJ) $(CPU_KERN_OBJ)
-	@rm -f $@ && ar rcs $@ $^
+	$(call step,AR,cpu,$(notdir $@))rm -f $@ && ar rcs $@ $^
 $(CPU_SIMLIB): $(CPU_SIM_OBJ)
-	@rm -f $@ && ar rcs $@ $^
+	$(call step,AR,cpu,$(notdir $@))rm -f $@ && ar rcs $@ $^
 
 $(CPU_TRAIN): $(CPU_DIR)/obj/src/main.o $(CPU_LIB) $(CPU_SIMLIB)
 	@mkdir -p $(dir $@)
-	$(MPICXX) $^ $(CPU_LDLIBS) -o $@
+	$(call step,LINK,cpu,$(notdir $@))$(MPICXX) $^ $(CPU_LDLIBS) -o $@
 
 # Each bench/*.cpp is one program, linked with the project library.
 CPU_BENCH := $(patsubst bench/%.cpp,$(CPU_DIR)/bin/%,$(BENCH_SRCS))
 $(CPU_BENCH): $(CPU_DIR)/bin/%: $(CPU_DIR)/obj/bench/%.o $(CPU_LIB) $(CPU_SIMLIB)
 	@mkdir -p $(dir $@)
-	$(MPICXX) $^ $(CPU_LDLIBS) -o $@
+	$(call step,LINK,cpu,$(notdir $@))$(MPICXX) $^ $(CPU_LDLIBS) -o $@
 
 $(CPU_TESTS): $(CPU_TEST_OBJ) $(CPU_LIB) $(CPU_SIMLIB)
 	@mkdir -p $(dir $@)
-	$(MPICXX) $^ -lgtest $(CPU_LDLIBS) -o $@
+	$(call step,LINK,cpu,$(notdir $@))$(MPICXX) $^ -lgtest $(CPU_LDLIBS) -o $@
 
 # NVTX range test (tests/nvtx): an NVTX injection library, plain C++ without CUDA, that
 # the trainer's NVTX3 loads through NVTX_INJECTION64_PATH; only where nvtx3 exists.
 NVTX_RECORDER := $(CPU_DIR)/lib/libnvtx_recorder.so
-$(NVTX_RECORDER): tests/nvtx/nvtx_recorder.cpp | $(CPU_DIR)/nvtx-include/nvtx3
+$(NVTX_RECORDER): tests/nvtx/nvtx_recorder.cpp | setup $(CPU_DIR)/nvtx-include/nvtx3
 	@mkdir -p $(dir $@)
-	$(CXX) -std=c++20 -O2 -Wall -Wextra -fPIC -shared -I$(CPU_DIR)/nvtx-include $< -o $@
+	$(call step,CC,cpu,$<)$(CXX) -std=c++20 -O2 -Wall -Wextra -fPIC -shared -I$(CPU_DIR)/nvtx-include $< -o $@
 
 # ---- CUDA build ----------------------------------------------------------------------
 CUDA_CXXFLAGS := $(CXXFLAGS_COMMON) -I$(CUDA_HOME)/include
@@ -128,30 +142,30 @@ CUDA_LDLIBS   := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lc
 
 $(CUDA_DIR)/obj/%.o: %.cpp | setup
 	@mkdir -p $(dir $@)
-	$(MPICXX) $(CUDA_CXXFLAGS) -c $< -o $@
+	$(call step,CC,cuda,$<)$(MPICXX) $(CUDA_CXXFLAGS) -c $< -o $@
 
 $(CUDA_DIR)/obj/%.o: %.cu | setup
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+	$(call step,NVCC,cuda,$<)$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
 $(CUDA_LIB): $(CUDA_HOST_OBJ) $(CUDA_KERN_OBJ)
-	@rm -f $@ && ar rcs $@ $^
+	$(call step,AR,cuda,$(notdir $@))rm -f $@ && ar rcs $@ $^
 
 $(CUDA_TRAIN): $(CUDA_DIR)/obj/src/main.o $(CUDA_LIB)
 	@mkdir -p $(dir $@)
-	$(MPICXX) $^ $(CUDA_LDLIBS) -o $@
+	$(call step,LINK,cuda,$(notdir $@))$(MPICXX) $^ $(CUDA_LDLIBS) -o $@
 
 CUDA_BENCH := $(patsubst bench/%.cpp,$(CUDA_DIR)/bin/%,$(BENCH_SRCS))
 $(CUDA_BENCH): $(CUDA_DIR)/bin/%: $(CUDA_DIR)/obj/bench/%.o $(CUDA_LIB)
 	@mkdir -p $(dir $@)
-	$(MPICXX) $^ $(CUDA_LDLIBS) -o $@
+	$(call step,LINK,cuda,$(notdir $@))$(MPICXX) $^ $(CUDA_LDLIBS) -o $@
 
 $(CUDA_TESTS): $(CUDA_TEST_OBJ) $(CUDA_LIB)
 	@mkdir -p $(dir $@)
-	$(MPICXX) $^ -lgtest $(CUDA_LDLIBS) -o $@
+	$(call step,LINK,cuda,$(notdir $@))$(MPICXX) $^ -lgtest $(CUDA_LDLIBS) -o $@
 
 # ---- top-level targets -----------------------------------------------------------------
-.PHONY: all cpu cuda test test-cpu test-gpu-grid test-cuda sanitize-gpu test-sim-examples test-nvtx run data setup clean help bench
+.PHONY: all cpu cuda test test-build test-cpu test-gpu-grid test-cuda sanitize-gpu test-sim-examples test-nvtx run data setup clean help bench
 
 cpu: $(CPU_TRAIN) $(CPU_TESTS) $(CPU_BENCH) $(if $(NVTX_DIR),$(NVTX_RECORDER))
 cuda: $(CUDA_TRAIN) $(CUDA_TESTS) $(CUDA_BENCH)
@@ -164,7 +178,7 @@ all: cpu $(if $(HAVE_NVCC),cuda)
 SETUP_STAMP := $(BUILD)/.setup-done
 setup: $(SETUP_STAMP)
 $(SETUP_STAMP): .ci/setup.sh
-	@bash .ci/setup.sh
+	$(call step,SETUP,,.ci/setup.sh: checking the dependencies)bash .ci/setup.sh
 	@mkdir -p $(dir $@) && touch $@
 
 # Open MPI refuses root without these, and needs --oversubscribe for 4 ranks on 2 cores.
@@ -185,7 +199,7 @@ SAN_ENV = ASAN_OPTIONS=intercept_strchr=0:detect_leaks=
 # created streams runs only when a wait or sync forces it, so a missing one shows as wrong
 # data, and event/stream queries answer "not ready" while work is pending. SIM_STREAMS=sync
 # (set it in the environment of make) turns that off for debugging.
-GPU_VISIBLE = $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
+GPU_VISIBLE := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
 
 # test-cpu then test-cuda, in that order even under -j.
 test: all
@@ -194,6 +208,7 @@ test: all
 	@$(MAKE) --no-print-directory -j1 test-nvtx
 	@$(MAKE) --no-print-directory -j1 test-sim-examples
 	@$(MAKE) --no-print-directory -j1 test-cli
+	@$(MAKE) --no-print-directory -j1 test-build
 	@$(if $(HAVE_NVCC),$(MAKE) --no-print-directory -j1 test-cuda)
 test-cpu: cpu
 	@set -e; for np in $(NP_LIST); do \
@@ -222,9 +237,17 @@ endif
 
 # The emulator's standalone checks: simcc builds plain CUDA programs, faults in the default
 # abort mode end the process with the right message, ASan sees out-of-bounds kernel writes.
-test-sim-examples:
+test-sim-examples: setup
 	@echo "== kernels/sim/examples/verify.sh (standalone simcc programs, abort-mode faults, ASan) =="
 	@SIMCC_CACHE_DIR=$(abspath $(BUILD))/simcc-cache bash kernels/sim/examples/verify.sh $(BUILD)/sim-examples
+# The build itself (tests/build): the dependency graph from make's own database (setup before
+# everything, `make run` builds only what it runs, `make` both builds), then simultaneous
+# launches through slurm/mpirun.sh, which must never collide.
+test-build: $(CPU_TRAIN) data
+	@echo "== tests/build/check_graph.py: setup before every step, make run builds only what it runs =="
+	@$(PYTHON) tests/build/check_graph.py $(MAKE)
+	@echo "== tests/build/concurrent_runs.sh: simultaneous launches, each with its own Open MPI session directory =="
+	@$(MPI_ENV) $(if $(filter 1,$(SANITIZE)),$(SAN_ENV)0) bash tests/build/concurrent_runs.sh $(CPU_TRAIN) data/current
 test-cuda: cuda
 	@if [ "$(GPU_VISIBLE)" = yes ]; then \
 	  for np in $(NP_LIST); do echo "== $(CUDA_TESTS) (GPU) at $$np MPI rank(s) =="; \
@@ -234,30 +257,30 @@ test-cuda: cuda
 sanitize-gpu: cuda
 	@bash tests/cuda/compute_sanitizer.sh $(CUDA_TESTS)
 
-# `make run`: train on whatever `make data` found (MNIST, or Fashion-MNIST offline).
+# `make run`: train on whatever `make data` found (MNIST, or Fashion-MNIST offline). It builds
+# only the trainer it runs: the CUDA build's when a GPU is visible (and nvcc exists), else the
+# emulator build's; nothing else (no tests, no benches, no nvcc without a GPU).
 RUN_ARGS ?=
-run: all data
-	@if [ "$(HAVE_NVCC)" = yes ] && [ "$(GPU_VISIBLE)" = yes ]; then \
-	  bin=$(CUDA_TRAIN); echo "== GPU visible: CUDA build =="; \
-	else \
-	  bin=$(CPU_TRAIN); echo "== no GPU visible: emulator build, SIM_WORKERS=$${SIM_WORKERS:-0} (0 = one per core), SIM_STREAMS=$${SIM_STREAMS:-lazy} =="; \
-	fi; \
-	echo "== $$bin --data data/current $(RUN_ARGS) =="; \
-	$(MPI_ENV) SIM_WORKERS=$${SIM_WORKERS:-0} $$bin --data data/current $(RUN_ARGS)
+RUN_ON_GPU := $(and $(HAVE_NVCC),$(GPU_VISIBLE))
+RUN_TRAIN  := $(if $(RUN_ON_GPU),$(CUDA_TRAIN),$(CPU_TRAIN))
+run: $(RUN_TRAIN) data
+	@$(if $(RUN_ON_GPU),echo "== GPU visible: CUDA build ==",echo "== no GPU visible: emulator build, SIM_WORKERS=$${SIM_WORKERS:-0} (0 = one per core), SIM_STREAMS=$${SIM_STREAMS:-lazy} ==")
+	@echo "== $(RUN_TRAIN) --data data/current $(RUN_ARGS) =="
+	@$(MPI_ENV) SIM_WORKERS=$${SIM_WORKERS:-0} $(SINGLETON) $(RUN_TRAIN) --data data/current $(RUN_ARGS)
 
 # After setup: offline, the Fashion-MNIST fallback is a package setup installs (under -j,
 # `make run` would otherwise look for it while apt-get is still installing it).
 data: setup
-	@bash data/get_mnist.sh
+	$(call step,DATA,,data/get_mnist.sh)bash data/get_mnist.sh
 
 # `make bench`: the GEMM lab (every variant validated, then timed; CSV), the emulator's
 # own speed (tiled SGEMM 512^3, barrier cost) and the IDX loader against zcat.
 # On a GPU the CUDA build's full-size GEMM lab runs; otherwise emulator figures only.
 BENCH_OUT ?= $(BUILD)/bench
 SIM_BENCH := $(CPU_DIR)/bin/sim_bench_tiled
-$(SIM_BENCH): kernels/sim/examples/bench_tiled.cu $(CPU_SIMLIB)
+$(SIM_BENCH): kernels/sim/examples/bench_tiled.cu $(CPU_SIMLIB) | setup
 	@mkdir -p $(dir $@)
-	$(PYTHON) $(SIMCC) -O2 $(SANFLAGS) --no-sim-runtime $< $(CPU_SIMLIB) -lboost_context -pthread -o $@
+	$(call step,SIMCC,cpu,$<)$(PYTHON) $(SIMCC) -O2 $(SANFLAGS) --no-sim-runtime $< $(CPU_SIMLIB) -lboost_context -pthread -o $@
 bench: all $(SIM_BENCH)
 	@mkdir -p $(BENCH_OUT)
 	@if [ "$(HAVE_NVCC)" = yes ] && [ "$(GPU_VISIBLE)" = yes ]; then \
@@ -283,7 +306,7 @@ plots: $(CPU_TRAIN) $(CPU_DIR)/bin/gemm_bench data
 	  echo "error: $(PLOTS_PYTHON) cannot import matplotlib: apt-get install python3-matplotlib (Debian/Ubuntu)"; exit 1; }
 	@mkdir -p $(PLOTS_OUT) $(BENCH_OUT)
 	GRID=quick NP="1 2" NN_BIN=$(CPU_TRAIN) OUT=$(PLOTS_OUT)/sweep bash bench/sweep.sh
-	$(MPI_ENV) SIM_WORKERS=$${SIM_WORKERS:-0} $(CPU_TRAIN) --data data/current --hidden 64 --batch 100 \
+	$(MPI_ENV) SIM_WORKERS=$${SIM_WORKERS:-0} $(SINGLETON) $(CPU_TRAIN) --data data/current --hidden 64 --batch 100 \
 	  --epochs 5 --train-size 5000 --test-size 1000 --metrics $(PLOTS_OUT)/metrics.csv --report $(PLOTS_OUT)/metrics.json
 	@test -s $(BENCH_OUT)/gemm_emulator.csv || $(CPU_DIR)/bin/gemm_bench --quick --csv $(BENCH_OUT)/gemm_emulator.csv
 	$(PLOTS_PYTHON) bench/plots.py all --sweep $(PLOTS_OUT)/sweep --metrics $(PLOTS_OUT)/metrics.csv \
@@ -311,12 +334,13 @@ help:
 	@echo "make plots   roofline, training curves, GEMM bars, phase breakdown (PNG, build/plots/)"
 	@echo "make peer    our reference vs PyTorch on the same network (and our GPU build vs PyTorch on a GPU)"
 	@echo "make scaling strong/weak scaling x strategies + variant ratios (CSV, PNG in build/scaling/)"
+	@echo "make test-build  the dependency graph (setup first, make run builds only what it runs) and simultaneous launches"
 	@echo "make test-cli    bad input (every corrupt IDX class, bad options, bad checkpoints) and a killed rank, end to end"
 	@echo "make test-slurm  a local one-node Slurm cluster (root): submit slurm/*.sbatch, check COMPLETED"
 	@echo "make sanitize-gpu  compute-sanitizer memcheck/racecheck/synccheck on the CUDA tests (GPU only)"
 	@echo "make fuzz    libFuzzer on the IDX parser and checkpoint reader, FUZZ_SECONDS=60 each (clang)"
 	@echo "make setup   check/install dependencies"
 	@echo "make clean   remove $(BUILD)/"
-	@echo "variables: USE_DOUBLE=1 DEBUG=1 SANITIZE=1 CUDA_HOME= CUDA_ARCH='80 90' NP_LIST='1 2'"
+	@echo "variables: V=1 (print the commands) USE_DOUBLE=1 DEBUG=1 SANITIZE=1 CUDA_HOME= CUDA_ARCH='80 90' NP_LIST='1 2'"
 
 -include $(shell find $(CPU_DIR) $(CUDA_DIR) -name '*.d' 2>/dev/null)

@@ -19,8 +19,11 @@ NN_BIN=${NN_BIN:-build/cuda/bin/nn_train}
 NN_DATA=${NN_DATA:-data/current}
 OUT=${OUT:-profiles}
 mkdir -p "$OUT"
+# slurm/mpirun.sh: mpirun with a session directory of its own (concurrent jobs never collide).
+MPIRUN=${MPIRUN:-slurm/mpirun.sh}
+[ -x "$MPIRUN" ] || command -v "$MPIRUN" >/dev/null 2>&1 || MPIRUN=mpirun
 # %q{OMPI_COMM_WORLD_RANK} gives one report per rank under Open MPI.
-mpirun -np "$NP" nsys profile --trace=cuda,nvtx,mpi,osrt --force-overwrite=true \
+"$MPIRUN" -np "$NP" nsys profile --trace=cuda,nvtx,mpi,osrt --force-overwrite=true \
   --output="$OUT/nn_rank%q{OMPI_COMM_WORLD_RANK}" "$NN_BIN" --data "$NN_DATA" "$@"
 for rep in "$OUT"/nn_rank*.nsys-rep; do
   nsys stats --report nvtx_sum,cuda_gpu_kern_sum --format csv --force-export=true \

@@ -37,7 +37,7 @@ VAL_FRACTION=${VAL_FRACTION:-0.1}
 PROFILE=${PROFILE:-1}
 DATA=${DATA:-data/current}
 OUT=${OUT:-build/sweep/$GRID}
-MPIRUN=${MPIRUN:-mpirun}
+MPIRUN=${MPIRUN:-$PWD/slurm/mpirun.sh}  # a private session directory per launch
 MPIRUN_FLAGS=${MPIRUN_FLAGS:---oversubscribe}
 export SIM_WORKERS=${SIM_WORKERS:-0}
 if [ -z "${NN_BIN:-}" ]; then

@@ -13,7 +13,9 @@
 #                 4.x as packaged by Debian/Ubuntu starts under srun only through PMIx;
 #                 --mpi=pmi2 fails in MPI_Init), else nothing (the site's MpiDefault).
 #   SRUN_FLAGS    extra srun options, split on spaces
-#   MPIRUN        mpirun command (default mpirun); MPIRUN_FLAGS extra options, split on
+#   MPIRUN        mpirun command (default slurm/mpirun.sh: the real mpirun, NN_MPIRUN or
+#                 mpirun on PATH, with a session directory of its own, so that concurrent
+#                 jobs on a node never collide); MPIRUN_FLAGS extra options, split on
 #                 spaces. Outside a Slurm job --oversubscribe is added (Open MPI) when more
 #                 ranks than cores are asked for.
 # As root, Open MPI's mpirun needs OMPI_ALLOW_RUN_AS_ROOT{,_CONFIRM}=1: set here.
@@ -75,8 +77,12 @@ nn_pick_launcher() {
       fi
       ;;
     mpirun)
-      MPIRUN=${MPIRUN:-mpirun}
+      MPIRUN=${MPIRUN:-$NN_ROOT/slurm/mpirun.sh}
       command -v "$MPIRUN" >/dev/null 2>&1 || nn_die "LAUNCHER=mpirun but $MPIRUN is not on PATH (module load openmpi?)"
+      if [ "$MPIRUN" = "$NN_ROOT/slurm/mpirun.sh" ]; then
+        command -v "${NN_MPIRUN:-mpirun}" >/dev/null 2>&1 ||
+          nn_die "LAUNCHER=mpirun but ${NN_MPIRUN:-mpirun} is not on PATH (module load openmpi?)"
+      fi
       ;;
     *) nn_die "LAUNCHER must be srun or mpirun (got '$LAUNCHER')" ;;
   esac
@@ -99,7 +105,16 @@ nn_launch() {
     # shellcheck disable=SC2206  # SRUN_FLAGS is a list of options, split on purpose
     flags+=(${SRUN_FLAGS:-})
     echo "+ srun --ntasks=$np${flags[*]:+ ${flags[*]}} $*"
-    srun --ntasks="$np" "${flags[@]}" "$@"
+    # Open MPI's session directory: one of this launch's own, as slurm/mpirun.sh makes for
+    # mpirun (two jobs' steps on one node could otherwise collide on the shared one). Other
+    # nodes create it themselves and keep it, empty, after the step.
+    local private= status=0
+    if [ -z "${OMPI_MCA_orte_tmpdir_base:-}" ]; then
+      private=$(mktemp -d "${TMPDIR:-/tmp}/nn-ompi.XXXXXX") || nn_die "cannot create a directory under ${TMPDIR:-/tmp}"
+    fi
+    OMPI_MCA_orte_tmpdir_base=${OMPI_MCA_orte_tmpdir_base:-$private} srun --ntasks="$np" "${flags[@]}" "$@" || status=$?
+    [ -z "$private" ] || rm -rf "$private"
+    return "$status"
   else
     # shellcheck disable=SC2206  # MPIRUN_FLAGS is a list of options, split on purpose
     flags+=(${MPIRUN_FLAGS:-})

@@ -44,6 +44,9 @@ Parsed agree_on_parse(const std::string& my_error, bool my_help) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // First thing, so a SIGTERM / SIGUSR1 during start-up stops the run after its first step
+  // (saved) instead of killing it; trainer.h describes the protocol.
+  nn::train::install_stop_signals();
   nn::comm::Session mpi(&argc, &argv);
   const int rank = nn::comm::rank();
 

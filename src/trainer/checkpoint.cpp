@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <climits>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
@@ -23,9 +24,18 @@ namespace nn::train {
 namespace {
 
 constexpr char kMagic[8] = {'N', 'N', 'M', 'N', 'I', 'S', 'T', '\0'};
-constexpr std::uint32_t kVersion = 1;
+constexpr std::uint32_t kVersionWeights = 1;  // weights only
+constexpr std::uint32_t kVersionState = 2;    // weights + training state (TrainState)
 constexpr std::size_t kHeaderBytes = 32;  // magic, version, precision, D, H, C, reserved
 constexpr std::size_t kTrailerBytes = 4;  // CRC32
+// Version 2's state section after the tensors: the fixed part (fingerprint, epoch, batch),
+// then 16 bytes per rank (loss sum, hits) and 24 per finished epoch (loss, accuracies).
+constexpr std::size_t kStateFixedBytes = 80;
+constexpr std::size_t kStatePerRank = 16;
+constexpr std::size_t kStatePerEpoch = 24;
+// Plausibility bounds of a state (far beyond any real run; they keep sizes from overflowing).
+constexpr std::uint64_t kMaxRanks = std::uint64_t{1} << 24;
+constexpr std::uint64_t kMaxStrategy = 2;
 
 using Bytes = std::vector<unsigned char>;
 
@@ -63,6 +73,37 @@ bool layout(std::uint64_t D, std::uint64_t H, std::uint64_t C, std::uint64_t pre
 }
 
 std::string errno_text(int err) { return std::strerror(err); }
+
+std::uint64_t bits_of(double v) {
+  std::uint64_t b;
+  std::memcpy(&b, &v, 8);
+  return b;
+}
+double double_of(std::uint64_t b) {
+  double v;
+  std::memcpy(&v, &b, 8);
+  return v;
+}
+
+std::size_t state_bytes(const TrainState& st) {
+  return kStateFixedBytes + kStatePerRank * st.loss_sum.size() + kStatePerEpoch * st.epochs.size();
+}
+
+// The state section at p (state_bytes(st) bytes), fields in TrainState's order.
+void put_state(unsigned char* p, const TrainState& st) {
+  const RunFingerprint& f = st.fingerprint;
+  std::size_t at = 0;
+  const auto put = [&](std::uint64_t v, int bytes) {
+    put_le(p + at, v, bytes);
+    at += static_cast<std::size_t>(bytes);
+  };
+  put(f.seed, 8), put(f.batch, 8), put(f.n_fit, 8), put(f.n_val, 8);
+  put(bits_of(f.lr), 8), put(bits_of(f.reg), 8);
+  put(f.ranks, 4), put(f.strategy, 4), put(f.gemm, 4), put(f.shuffle, 4), put(f.data_crc, 4);
+  put(st.epoch, 4), put(st.batch, 8);
+  for (std::size_t r = 0; r < st.loss_sum.size(); ++r) put(bits_of(st.loss_sum[r]), 8), put(st.hits[r], 8);
+  for (const EpochRecord& e : st.epochs) put(bits_of(e.loss), 8), put(bits_of(e.train_acc), 8), put(bits_of(e.val_acc), 8);
+}
 
 // Set only by tests (set_checkpoint_write_hook); called after every write() of a save.
 CheckpointWriteHook g_write_hook = nullptr;
@@ -117,11 +158,18 @@ std::vector<unsigned char> encode_checkpoint(const Checkpoint& ck) {
   std::uint64_t values = 0, file_bytes = 0;
   if (!layout(D, H, C, static_cast<std::uint64_t>(precision), values, file_bytes))
     throw std::invalid_argument("save_checkpoint: sizes overflow");
+  if (ck.state) {
+    const TrainState& st = *ck.state;
+    if (st.loss_sum.size() != st.fingerprint.ranks || st.hits.size() != st.fingerprint.ranks ||
+        st.epochs.size() != st.epoch || st.fingerprint.ranks == 0)
+      throw std::invalid_argument("save_checkpoint: state sizes do not match its ranks and epochs");
+    file_bytes += state_bytes(st);
+  }
 
   Bytes b(file_bytes);
   unsigned char* p = b.data();
   std::memcpy(p, kMagic, sizeof kMagic);
-  put_le(p + 8, kVersion, 4);
+  put_le(p + 8, ck.state ? kVersionState : kVersionWeights, 4);
   put_le(p + 12, static_cast<std::uint64_t>(precision), 4);
   put_le(p + 16, D, 4);
   put_le(p + 20, H, 4);
@@ -142,6 +190,10 @@ std::vector<unsigned char> encode_checkpoint(const Checkpoint& ck) {
       }
       p += precision;
     }
+  }
+  if (ck.state) {
+    put_state(p, *ck.state);
+    p += state_bytes(*ck.state);
   }
   put_le(p, crc32_of(b.data(), b.size() - kTrailerBytes), 4);
   return b;
@@ -188,8 +240,10 @@ void save_checkpoint(const std::string& path, const Checkpoint& ck) {
 namespace {
 
 struct Layout {
+  std::uint32_t version = 0;
   std::uint64_t D = 0, H = 0, C = 0, precision = 0;
-  std::uint64_t bytes = 0;  // the whole file: header, tensors, CRC
+  std::uint64_t bytes = 0;  // version 1: the whole file; version 2: without the state's per-rank
+                            // and per-epoch parts (checked once the fixed part is read)
 };
 
 [[noreturn]] void fail_read(const std::string& path, const std::string& what) {
@@ -207,10 +261,11 @@ Layout check_header(const std::string& path, const unsigned char* head, std::uin
     fail("truncated (" + std::to_string(size) + " bytes, shorter than the " +
          std::to_string(kHeaderBytes) + "-byte header)");
   const auto version = static_cast<std::uint32_t>(get_le(head + 8, 4));
-  if (version != kVersion)
-    fail("unsupported checkpoint version " + std::to_string(version) + " (this build reads version " +
-         std::to_string(kVersion) + ")");
+  if (version != kVersionWeights && version != kVersionState)
+    fail("unsupported checkpoint version " + std::to_string(version) + " (this build reads versions " +
+         std::to_string(kVersionWeights) + " and " + std::to_string(kVersionState) + ")");
   Layout l;
+  l.version = version;
   l.precision = get_le(head + 12, 4);
   if (l.precision != 4 && l.precision != 8)
     fail("corrupt header: precision " + std::to_string(l.precision) + " (expected 4 or 8 bytes per value)");
@@ -222,19 +277,72 @@ Layout check_header(const std::string& path, const unsigned char* head, std::uin
   if (l.D > INT_MAX || l.H > INT_MAX || l.C > INT_MAX || !layout(l.D, l.H, l.C, l.precision, values, l.bytes))
     fail("corrupt header: implausible sizes (" + dims + ")");
   if (get_le(head + 28, 4) != 0) fail("corrupt header: reserved field is not zero");
+  if (version == kVersionState && __builtin_add_overflow(l.bytes, kStateFixedBytes, &l.bytes))
+    fail("corrupt header: implausible sizes (" + dims + ")");
   if (size < l.bytes)
     fail("truncated (" + std::to_string(size) + " bytes; its header (" + dims + ", precision " +
          std::to_string(l.precision) + ") needs " + std::to_string(l.bytes) + ")");
-  if (size > l.bytes)
+  if (version == kVersionWeights && size > l.bytes)
     fail(std::to_string(size - l.bytes) + " trailing bytes after the checkpoint (" + dims + " needs " +
          std::to_string(l.bytes) + " bytes)");
   return l;
 }
 
-// `b` holds exactly l.bytes bytes whose header passed check_header.
-Checkpoint decode_body(const std::string& path, const unsigned char* b, const Layout& l) {
-  const auto stored = static_cast<std::uint32_t>(get_le(b + l.bytes - kTrailerBytes, 4));
-  if (crc32_of(b, l.bytes - kTrailerBytes) != stored) fail_read(path, "corrupt (CRC mismatch)");
+// Version 2: the state section's size from its fixed part (before the CRC is checked, so
+// that a wrong size is reported as such), then the exact file size.
+void check_state_size(const std::string& path, const unsigned char* b, std::uint64_t size, const Layout& l) {
+  const unsigned char* f = b + l.bytes - kTrailerBytes - kStateFixedBytes;
+  const std::uint64_t ranks = get_le(f + 48, 4), epochs = get_le(f + 68, 4);
+  if (ranks == 0 || ranks > kMaxRanks)
+    fail_read(path, "corrupt training state: " + std::to_string(ranks) + " ranks");
+  const std::uint64_t want = l.bytes + kStatePerRank * ranks + kStatePerEpoch * epochs;  // < 2^64: bounded above
+  if (size < want)
+    fail_read(path, "truncated (" + std::to_string(size) + " bytes; its training state (" + std::to_string(ranks) +
+                        " ranks, " + std::to_string(epochs) + " epochs) needs " + std::to_string(want) + ")");
+  if (size > want)
+    fail_read(path, std::to_string(size - want) + " trailing bytes after the checkpoint (it needs " +
+                        std::to_string(want) + " bytes)");
+}
+
+// The state section at p, checked field by field (the CRC already matched).
+TrainState get_state(const std::string& path, const unsigned char* p) {
+  TrainState st;
+  RunFingerprint& f = st.fingerprint;
+  std::size_t at = 0;
+  const auto get = [&](int bytes) {
+    const std::uint64_t v = get_le(p + at, bytes);
+    at += static_cast<std::size_t>(bytes);
+    return v;
+  };
+  f.seed = get(8), f.batch = get(8), f.n_fit = get(8), f.n_val = get(8);
+  f.lr = double_of(get(8)), f.reg = double_of(get(8));
+  f.ranks = std::uint32_t(get(4)), f.strategy = std::uint32_t(get(4)), f.gemm = std::uint32_t(get(4));
+  f.shuffle = std::uint32_t(get(4)), f.data_crc = std::uint32_t(get(4));
+  st.epoch = std::uint32_t(get(4));
+  st.batch = get(8);
+  const auto bad = [&](const std::string& what) { fail_read(path, "corrupt training state: " + what); };
+  if (f.batch == 0 || f.n_fit == 0 || f.batch > f.n_fit) bad("batch size " + std::to_string(f.batch) +
+                                                                 " for " + std::to_string(f.n_fit) + " images");
+  if (!(f.lr > 0) || !std::isfinite(f.lr) || !(f.reg >= 0) || !std::isfinite(f.reg)) bad("learning rate or reg");
+  if (f.strategy > kMaxStrategy || f.shuffle > 1) bad("strategy or shuffle flag");
+  if (st.batch >= (f.n_fit + f.batch - 1) / f.batch) bad("batch " + std::to_string(st.batch) + " past the epoch's end");
+  for (std::uint32_t r = 0; r < f.ranks; ++r) {
+    st.loss_sum.push_back(double_of(get(8)));
+    st.hits.push_back(get(8));
+  }
+  for (std::uint32_t e = 0; e < st.epoch; ++e) {
+    EpochRecord rec;
+    rec.loss = double_of(get(8)), rec.train_acc = double_of(get(8)), rec.val_acc = double_of(get(8));
+    st.epochs.push_back(rec);
+  }
+  return st;
+}
+
+// `b` holds the `size` bytes of a file whose header passed check_header.
+Checkpoint decode_body(const std::string& path, const unsigned char* b, std::uint64_t size, const Layout& l) {
+  if (l.version == kVersionState) check_state_size(path, b, size, l);
+  const auto stored = static_cast<std::uint32_t>(get_le(b + size - kTrailerBytes, 4));
+  if (crc32_of(b, size - kTrailerBytes) != stored) fail_read(path, "corrupt (CRC mismatch)");
 
   Checkpoint ck;
   ck.D = static_cast<int>(l.D);
@@ -261,6 +369,7 @@ Checkpoint decode_body(const std::string& path, const unsigned char* b, const La
   take(ck.b1, l.H);
   take(ck.W2, l.C * l.H);
   take(ck.b2, l.C);
+  if (l.version == kVersionState) ck.state = get_state(path, p);
   return ck;
 }
 
@@ -268,7 +377,7 @@ Checkpoint decode_body(const std::string& path, const unsigned char* b, const La
 
 Checkpoint decode_checkpoint(const unsigned char* data, std::size_t size, const std::string& name) {
   const Layout l = check_header(name, data, size);
-  return decode_body(name, data, l);
+  return decode_body(name, data, size, l);
 }
 
 Checkpoint load_checkpoint(const std::string& path) {
@@ -291,11 +400,12 @@ Checkpoint load_checkpoint(const std::string& path) {
   if (!read_all(fd, h, head)) fail("cannot read checkpoint: " + errno_text(errno));
   const Layout l = check_header(path, h, size);
 
-  Bytes b(static_cast<std::size_t>(l.bytes));
+  // Version 2's exact size depends on its state section: read it all (the file's own size).
+  Bytes b(static_cast<std::size_t>(size));
   std::memcpy(b.data(), h, kHeaderBytes);
   if (!read_all(fd, b.data() + kHeaderBytes, b.size() - kHeaderBytes))
     fail("cannot read checkpoint: " + errno_text(errno));
-  return decode_body(path, b.data(), l);
+  return decode_body(path, b.data(), size, l);
 }
 
 CheckpointWriteHook set_checkpoint_write_hook(CheckpointWriteHook hook) {

@@ -173,9 +173,9 @@ const Spec kSpecs[] = {
   {"batch", "B", "global batch size, split over the MPI ranks",
    [](const Config& c) { return std::to_string(c.batch); },
    [](Config& c, const std::string& v) { c.batch = to_size(v, 1, kMaxBatch); }},
-  {"epochs", "E", "number of epochs, at least 1",
+  {"epochs", "E", "number of epochs (0: only score the --load or --resume weights on the test set)",
    [](const Config& c) { return std::to_string(c.epochs); },
-   [](Config& c, const std::string& v) { c.epochs = to_int32(v, 1, kIntMax); }},
+   [](Config& c, const std::string& v) { c.epochs = to_int32(v, 0, kIntMax); }},
   {"lr", "X", "learning rate, > 0",
    [](const Config& c) { return shown(c.lr); },
    [](Config& c, const std::string& v) {
@@ -213,9 +213,16 @@ const Spec kSpecs[] = {
      if (!gemm_variant_available(c.gemm))
        throw BadValue{"variant " + v + " is not available in this build"};
    }},
-  {"save", "FILE", "write a checkpoint of the final weights",
+  {"save", "FILE", "write a checkpoint (weights + training state) after every epoch and at the end",
    [](const Config& c) { return or_none(c.save); },
    [](Config& c, const std::string& v) { c.save = to_path(v); }},
+  {"resume", nullptr, "with --save FILE: continue the run saved in FILE if it exists (else start "
+   "fresh); the same command line serves every restart",
+   [](const Config& c) { return std::string(c.resume ? "on" : "off"); },
+   [](Config& c, const std::string& v) { c.resume = to_bool(v); }},
+  {"save-every", "K", "with --save: also save every K steps (0 = at epoch ends only)",
+   [](const Config& c) { return std::to_string(c.save_every); },
+   [](Config& c, const std::string& v) { c.save_every = to_size(v, 0); }},
   {"load", "FILE", "start from this checkpoint instead of fresh weights",
    [](const Config& c) { return or_none(c.load); },
    [](Config& c, const std::string& v) { c.load = to_path(v); }},

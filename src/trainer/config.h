@@ -23,7 +23,7 @@ struct Config {
   std::string data = "data/current";  // IDX directory: {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]
   int hidden = 256;                   // H
   std::size_t batch = 100;            // global batch size B (split over the ranks)
-  int epochs = 10;
+  int epochs = 10;                    // 0: no training, evaluate the --load / --resume weights
   double lr = 0.5;
   double reg = 1e-4;                  // L2 on weights only
   std::size_t train_size = 0;         // use the first N training images (0 = all)
@@ -32,7 +32,9 @@ struct Config {
   std::uint64_t seed = 1;             // initial weights and per-epoch shuffles
   bool shuffle = true;                // false: batches in file order
   int gemm = 4;                       // GEMM variant 0..4 (0 = cuBLAS; emulated on OpenBLAS in the CPU build)
-  std::string save;                   // checkpoint written at the end ("" = none)
+  std::string save;                   // checkpoint (weights + training state) after every epoch and at the end ("" = none)
+  bool resume = false;                // with save: continue from the state in `save` if that file exists
+  std::size_t save_every = 0;         // with save: also save every K steps (0 = at epoch ends only)
   std::string load;                   // checkpoint to start from ("" = fresh init)
   bool verify = false;                // replay on the Armadillo reference and compare
   std::string metrics;                // per-epoch CSV ("" = none)

@@ -18,11 +18,13 @@
 
 #include <armadillo>
 #include <cuda_runtime.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <array>
 #include <chrono>
 #include <cerrno>
+#include <csignal>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -48,6 +50,43 @@
 #include "trainer/shards.h"
 
 namespace nn::train {
+
+namespace {
+// Set by the stop signals (request_stop), read and cleared by agree_after_step.
+volatile std::sig_atomic_t g_stop_requested = 0;
+StepHook g_step_hook = nullptr;
+struct sigaction g_old_term, g_old_usr1;
+bool g_signals_installed = false;
+
+extern "C" void on_stop_signal(int) { g_stop_requested = 1; }
+
+}  // namespace
+
+void request_stop() { g_stop_requested = 1; }
+
+void install_stop_signals() {
+  if (g_signals_installed) return;
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;  // a save's write/fsync is not cut short
+  sigaction(SIGTERM, &sa, &g_old_term);
+  sigaction(SIGUSR1, &sa, &g_old_usr1);
+  g_signals_installed = true;
+}
+
+void restore_stop_signals() {
+  if (!g_signals_installed) return;
+  sigaction(SIGTERM, &g_old_term, nullptr);
+  sigaction(SIGUSR1, &g_old_usr1, nullptr);
+  g_signals_installed = false;
+}
+
+StepHook set_step_hook(StepHook hook) {
+  const StepHook old = g_step_hook;
+  g_step_hook = hook;
+  return old;
+}
 
 double verify_tolerance(bool is_double) {
   // The GPU and the reference compute the same maths in different summation orders (GEMM
@@ -110,6 +149,10 @@ void validate(const Config& cfg) {
   if (cfg.hidden < 1) bad("--hidden must be at least 1");
   if (cfg.batch < 1 || cfg.batch > std::size_t(1) << 30) bad("--batch must be in [1, 2^30]");
   if (cfg.epochs < 0) bad("--epochs must not be negative");
+  if (cfg.resume && cfg.save.empty()) bad("--resume needs --save FILE (the file it continues from and saves to)");
+  if (cfg.save_every && cfg.save.empty()) bad("--save-every needs --save FILE");
+  if (cfg.epochs == 0 && cfg.load.empty() && !cfg.resume)
+    bad("--epochs 0 scores a saved model: give --load FILE (or --resume --save FILE)");
   if (!(cfg.lr > 0) || !std::isfinite(cfg.lr)) bad("--lr must be a positive number");
   if (!(cfg.reg >= 0) || !std::isfinite(cfg.reg)) bad("--reg must be a number >= 0");
   if (!(cfg.val_fraction >= 0 && cfg.val_fraction < 1)) bad("--val-fraction must be in [0, 1)");
@@ -201,10 +244,12 @@ double rel_error(const T* a, const T* ref, std::size_t n) {
 // The --verify replay: the Armadillo reference trains from the same initial parameters on
 // the same global batches (global_epoch_order: the composition the ranks' shards produced),
 // with the same 1/c_k scaling and reg, then the final parameters are compared.
+// A resumed run replays from where it started (epoch e0, batch k0) with the weights it
+// started from.
 template <class T>
 VerifyResult replay_and_compare(const Config& cfg, const ShardPlan& plan, const HostSplit& train,
                                 const std::vector<T>& init, const std::vector<T>& final_p,
-                                const ParamLayout& L) {
+                                const ParamLayout& L, int e0, std::size_t k0) {
   NN_RANGE("verify");
   const arma::uword D = L.D, H = L.H, C = L.C;
   ref::Params<T> P;
@@ -216,9 +261,9 @@ VerifyResult replay_and_compare(const Config& cfg, const ShardPlan& plan, const 
   std::array<T, 256> lut{};  // v / 255 per byte value: the bits data::normalize gives
   for (int v = 0; v < 256; ++v) lut[std::size_t(v)] = static_cast<T>(v) / T(255);
   arma::Mat<T> X;
-  for (int e = 0; e < cfg.epochs; ++e) {
+  for (int e = e0; e < cfg.epochs; ++e) {
     const std::vector<std::uint32_t> order = global_epoch_order(plan, e);
-    for (std::size_t k = 0; k < plan.num_batches(); ++k) {
+    for (std::size_t k = e == e0 ? k0 : 0; k < plan.num_batches(); ++k) {
       const std::size_t c = plan.batch_count(k);
       const std::span<const std::uint32_t> idx(order.data() + k * plan.B, c);
       X.set_size(D, c);
@@ -251,7 +296,93 @@ struct RootPlan {
   Sizes sz;
   std::vector<double> init;  // packed, as drawn / as stored
   FilePtr metrics;
+  TrainState state;           // rank 0: fresh (epoch 0, batch 0) or as saved; its fingerprint
+  bool resumed = false;       // the state and init came from --save (--resume)
 };
+
+// CRC32 of the fitted images, then their labels: the training data's identity in a state.
+std::uint32_t data_crc(const HostData& data, std::size_t n_fit) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  const auto feed = [&](const std::uint8_t* p, std::size_t n) {
+    for (std::size_t at = 0; at < n; at += std::size_t{1} << 30)
+      crc = crc32(crc, p + at, static_cast<uInt>(std::min(n - at, std::size_t{1} << 30)));
+  };
+  feed(data.train.images.data(), n_fit * kInputDim);
+  feed(data.train.labels.data(), n_fit);
+  return static_cast<std::uint32_t>(crc);
+}
+
+RunFingerprint fingerprint_of(const Config& cfg, const HostData& data, const Sizes& sz) {
+  RunFingerprint f;
+  f.seed = cfg.seed;
+  f.batch = cfg.batch;
+  f.n_fit = sz.n_fit;
+  f.n_val = sz.n_val;
+  f.lr = cfg.lr;
+  f.reg = cfg.reg;
+  f.ranks = static_cast<std::uint32_t>(comm::size());
+  f.strategy = static_cast<std::uint32_t>(cfg.strategy);
+  f.gemm = static_cast<std::uint32_t>(cfg.gemm);
+  f.shuffle = cfg.shuffle ? 1 : 0;
+  f.data_crc = data_crc(data, sz.n_fit);
+  return f;
+}
+
+// One error naming the first field that differs between the saved run and this one.
+void check_fingerprint(const std::string& file, const RunFingerprint& was, const RunFingerprint& now) {
+  const auto num = [](auto v) { return std::to_string(v); };
+  const auto strat = [](std::uint32_t v) { return std::string(v <= 2 ? strategy_name(Strategy(v)) : "?"); };
+  const auto differ = [&](const std::string& what, const std::string& a, const std::string& b) {
+    throw UserError(file + ": cannot resume: " + what + " is " + a + " in the saved run, " + b +
+                    " in this one (restore it, or start a new run with another --save file)");
+  };
+  if (was.seed != now.seed) differ("--seed", num(was.seed), num(now.seed));
+  if (was.batch != now.batch) differ("--batch", num(was.batch), num(now.batch));
+  if (was.n_fit != now.n_fit)
+    differ("the number of training images (--train-size, --val-fraction)", num(was.n_fit), num(now.n_fit));
+  if (was.n_val != now.n_val)
+    differ("the number of validation images (--train-size, --val-fraction)", num(was.n_val), num(now.n_val));
+  if (was.lr != now.lr) differ("--lr", shown_number(was.lr), shown_number(now.lr));
+  if (was.reg != now.reg) differ("--reg", shown_number(was.reg), shown_number(now.reg));
+  if (was.ranks != now.ranks) differ("the number of MPI ranks", num(was.ranks), num(now.ranks));
+  if (was.strategy != now.strategy) differ("--strategy", strat(was.strategy), strat(now.strategy));
+  if (was.gemm != now.gemm) differ("--gemm", num(was.gemm), num(now.gemm));
+  if (was.shuffle != now.shuffle)
+    differ("shuffling (--no-shuffle)", was.shuffle ? "on" : "off", now.shuffle ? "on" : "off");
+  if (was.data_crc != now.data_crc)
+    differ("the training data (CRC32 of images and labels)", num(was.data_crc), num(now.data_crc));
+}
+
+// A checkpoint's network must be this run's: D, H, C and the precision.
+void check_network(const std::string& file, const Checkpoint& ck, int H, bool is_double) {
+  const int D = kInputDim, C = kNumClasses;
+  if (ck.D != D || ck.H != H || ck.C != C)
+    throw UserError(file + ": checkpoint is " + std::to_string(ck.D) + "-" + std::to_string(ck.H) + "-" +
+                    std::to_string(ck.C) + ", this run is " + std::to_string(D) + "-" + std::to_string(H) + "-" +
+                    std::to_string(C) + " (set --hidden " + std::to_string(ck.H) + ")");
+  if (ck.is_double != is_double)
+    throw UserError(file + ": checkpoint holds " + (ck.is_double ? "double" : "float") +
+                    " parameters, this build trains in " + (is_double ? "double" : "float"));
+}
+
+// --resume with an existing --save file: its weights and state, checked against this run.
+void resume_from_save(const Config& cfg, bool is_double, RootPlan& rp) {
+  Checkpoint ck = load_checkpoint(cfg.save);
+  check_network(cfg.save, ck, cfg.hidden, is_double);
+  if (!ck.state)
+    throw UserError(cfg.save + ": holds weights only (checkpoint version 1), no training state to resume; "
+                    "start from its weights with --load " + cfg.save + " and another --save file");
+  check_fingerprint(cfg.save, ck.state->fingerprint, rp.state.fingerprint);
+  const TrainState& st = *ck.state;
+  if (st.epoch + (st.batch > 0 ? 1u : 0u) > std::uint64_t(cfg.epochs))
+    throw UserError(cfg.save + ": cannot resume: the saved run is past --epochs " + std::to_string(cfg.epochs) +
+                    " (" + std::to_string(st.epoch) + " epochs and " + std::to_string(st.batch) +
+                    " batches done); give --epochs " + std::to_string(st.epoch + (st.batch > 0 ? 1 : 0)) +
+                    " or more");
+  rp.init = pack(ck.W1, ck.b1, ck.W2, ck.b2);
+  rp.state = std::move(*ck.state);
+  rp.resumed = true;
+}
 
 RootPlan plan_on_root(const Config& cfg, const HostData& data, bool is_double) {
   const int D = kInputDim, H = cfg.hidden, C = kNumClasses;
@@ -274,17 +405,17 @@ RootPlan plan_on_root(const Config& cfg, const HostData& data, bool is_double) {
   if (sz.n_test > avail_test)
     throw UserError("--test-size " + std::to_string(sz.n_test) + " exceeds the " +
                     std::to_string(avail_test) + " test images");
-  const char* mine = is_double ? "double" : "float";
-  if (!cfg.load.empty()) {
+  // A fresh state; with --save, its fingerprint (the data's CRC32 costs ~50 ms for 60k images).
+  const auto p = static_cast<std::size_t>(comm::size());
+  rp.state.loss_sum.assign(p, 0.0);
+  rp.state.hits.assign(p, 0);
+  if (!cfg.save.empty()) rp.state.fingerprint = fingerprint_of(cfg, data, sz);
+  std::error_code ec;
+  if (cfg.resume && std::filesystem::exists(cfg.save, ec)) {
+    resume_from_save(cfg, is_double, rp);  // --load, if also given, is for the first start only
+  } else if (!cfg.load.empty()) {
     const Checkpoint ck = load_checkpoint(cfg.load);
-    if (ck.D != D || ck.H != H || ck.C != C)
-      throw UserError(cfg.load + ": checkpoint is " + std::to_string(ck.D) + "-" + std::to_string(ck.H) +
-                      "-" + std::to_string(ck.C) + ", this run is " + std::to_string(D) + "-" +
-                      std::to_string(H) + "-" + std::to_string(C) + " (set --hidden " +
-                      std::to_string(ck.H) + ")");
-    if (ck.is_double != is_double)
-      throw UserError(cfg.load + ": checkpoint holds " + (ck.is_double ? "double" : "float") +
-                      " parameters, this build trains in " + mine);
+    check_network(cfg.load, ck, H, is_double);
     rp.init = pack(ck.W1, ck.b1, ck.W2, ck.b2);
   } else {
     const model::InitParams ip = model::init_params(D, H, C, cfg.seed);
@@ -337,6 +468,34 @@ Images scatter_shards(const ShardPlan& plan, const HostData& data, bool mp) {
   return shard;
 }
 
+// Rank 0's state (fresh or resumed) on every rank: where the run stands, every rank's sums
+// of the epoch so far, the finished epochs. (The fingerprint stays on rank 0, which saves.)
+void share_state(RootPlan& rp) {
+  TrainState& st = rp.state;
+  struct Head {
+    std::uint32_t epoch;
+    std::uint64_t batch;
+    bool resumed;
+  };
+  const Head h = comm::broadcast_value(Head{st.epoch, st.batch, rp.resumed});
+  std::vector<double> v;  // loss_sum[], hits[], then (loss, train_acc, val_acc) per epoch
+  if (comm::rank() == 0) {
+    v = st.loss_sum;
+    for (std::uint64_t n : st.hits) v.push_back(double(n));  // exact: far below 2^53
+    for (const EpochRecord& e : st.epochs) v.insert(v.end(), {e.loss, e.train_acc, e.val_acc});
+  }
+  comm::broadcast(v);
+  const auto p = static_cast<std::size_t>(comm::size());
+  st.epoch = h.epoch;
+  st.batch = h.batch;
+  rp.resumed = h.resumed;
+  st.loss_sum.assign(v.begin(), v.begin() + p);
+  st.hits.assign(p, 0);
+  for (std::size_t r = 0; r < p; ++r) st.hits[r] = std::uint64_t(v[p + r]);
+  st.epochs.clear();
+  for (std::size_t i = 2 * p; i + 2 < v.size(); i += 3) st.epochs.push_back({v[i], v[i + 1], v[i + 2]});
+}
+
 // Everything a rank trains with, once set up.
 template <class T, class Model>
 struct Setup {
@@ -365,6 +524,7 @@ Setup<T, Model> setup(const Config& cfg, const HostData& data) {
   const Sizes sz = s.rp.sz = comm::broadcast_value(s.rp.sz);
   comm::broadcast(s.rp.init);
   s.init.assign(s.rp.init.begin(), s.rp.init.end());
+  share_state(s.rp);
   // Model parallelism trains every rank on the whole batch: one shard, the p = 1 schedule.
   const bool mp = cfg.strategy == Strategy::Model;
   s.plan = make_plan(sz.n_fit, cfg.batch, mp ? 1 : p, cfg.seed, cfg.shuffle);
@@ -443,8 +603,15 @@ void print_header(std::FILE* out, const Config& cfg, const HostData& data, const
                (unsigned long long)sz.n_val, (unsigned long long)sz.n_test);
   std::fprintf(out, "config: hidden=%d batch=%zu epochs=%d lr=%g reg=%g seed=%llu shuffle=%s init=%s%s%s\n",
                cfg.hidden, cfg.batch, cfg.epochs, cfg.lr, cfg.reg, (unsigned long long)cfg.seed,
-               cfg.shuffle ? "yes" : "no", cfg.load.empty() ? "fresh" : cfg.load.c_str(),
+               cfg.shuffle ? "yes" : "no",
+               s.rp.resumed ? cfg.save.c_str() : cfg.load.empty() ? "fresh" : cfg.load.c_str(),
                cfg.config_file.empty() ? "" : " config-file=", cfg.config_file.c_str());
+  const TrainState& st = s.rp.state;
+  if (s.rp.resumed)
+    std::fprintf(out, "resume: %s: %u epochs and %llu of %zu batches done; continuing\n", cfg.save.c_str(),
+                 st.epoch, (unsigned long long)st.batch, s.plan.num_batches());
+  else if (cfg.resume)
+    std::fprintf(out, "resume: %s does not exist yet: starting fresh\n", cfg.save.c_str());
   if (cfg.strategy == Strategy::Model)
     std::fprintf(out, "MPI ranks: %d (hidden units split %d..%d per rank; every rank sees the whole batch)\n",
                  comm::size(), hidden_slice(cfg.hidden, comm::size(), comm::size() - 1).H, s.slice.H);
@@ -467,18 +634,6 @@ void print_header(std::FILE* out, const Config& cfg, const HostData& data, const
 template <class M>
 concept HasPhaseHook = requires(M& m, std::function<void()> f) { m.set_phase_hook(std::move(f)); };
 
-// Sum of the ranks' (cross-entropy, hits) since the epoch began.
-template <class Model>
-std::array<double, 2> reduced_stats(const Model& model) {
-  std::array<double, 2> st{};
-  std::uint64_t hits = 0;
-  model.read_stats(st[0], hits);  // a D2H copy: also waits for the queued kernels
-  st[1] = double(hits);
-  comm::allreduce_sum(st.data(), st.size());
-  return st;
-}
-
-
 // ---- the run ----------------------------------------------------------------------------
 // Everything one training run works with, made once by setup and then read and advanced by
 // the named pieces below: setup -> train_epochs (run_epoch -> step -> exchange_* ;
@@ -488,7 +643,8 @@ template <class T, class Model>
 struct Run {
   Run(const Config& c, const HostData& d, std::FILE* o)
       : cfg(c), data(d), p(comm::size()), r(comm::rank()), root(r == 0), mp(c.strategy == Strategy::Model),
-        out(root ? o : nullptr), s(setup<T, Model>(c, d)), model(*s.model),
+        out(root ? o : nullptr), s(setup<T, Model>(c, d)), state(s.rp.state), start_epoch(int(state.epoch)),
+        start_batch(state.batch), restored_epochs(state.epochs.size()), model(*s.model),
         evaluator(mp ? s.eval_model.get() : s.model.get()), plan(s.plan), sz(s.rp.sz),
         full_layout{kInputDim, c.hidden, kNumClasses}, np(model.num_params()), K(plan.num_batches()),
         n1(full_layout.W2()), n2(np - n1), lr(static_cast<T>(c.lr)), reg(static_cast<T>(c.reg)),
@@ -501,6 +657,14 @@ struct Run {
     res.n_fit = sz.n_fit;
     res.n_val = sz.n_val;
     res.n_test = sz.n_test;
+    res.resumed = s.rp.resumed;
+    loss_acc = state.loss_sum[std::size_t(r)];
+    hits_acc = state.hits[std::size_t(r)];
+    for (std::size_t i = 0; i < restored_epochs; ++i) {
+      const EpochRecord& e = state.epochs[i];
+      res.epochs.push_back({int(i) + 1, e.loss, e.train_acc, e.val_acc, 0.0, 0.0});
+    }
+    if (res.resumed) saved_at = {start_epoch, start_batch};  // what --save holds
   }
   Run(const Run&) = delete;
   Run& operator=(const Run&) = delete;
@@ -511,6 +675,13 @@ struct Run {
   const bool root, mp;
   std::FILE* const out;  // rank 0's report stream, null elsewhere
   Setup<T, Model> s;
+  // Where the run stands: with the model's weights, exactly what --save holds (TrainState,
+  // checkpoint.h). Updated after every step and epoch; the per-rank sums live in loss_acc /
+  // hits_acc between saves.
+  TrainState& state;
+  const int start_epoch;            // where this process began (0, 0 unless resumed)
+  const std::size_t start_batch;
+  const std::size_t restored_epochs;  // finished epochs read from the saved state
   Model& model;
   Model* const evaluator;  // model parallelism: rank 0's whole network, put together from the slices
   const ShardPlan& plan;
@@ -536,7 +707,10 @@ struct Run {
   const char* const mpi_range;  // NVTX range of an exchange, as the course's profiles name it
 
   // Progress and what it produced.
-  int saved_epoch = 0;              // the last epoch --save holds (0: none)
+  double loss_acc = 0;              // this rank's cross-entropy sum of the epoch so far
+  std::uint64_t hits_acc = 0;       // and its correct predictions
+  bool stop = false;                // the ranks agreed to stop after this step (a signal)
+  std::pair<int, std::size_t> saved_at{-1, 0};  // (epoch, batch) of the state --save holds; -1: none
   std::uint64_t overlap_polls = 0;  // this rank's MPI_Test rounds while layer 1 was copied
   double queue_s = 0;               // host time spent queueing the steps' device work (--graph saves it)
   std::size_t steps = 0;
@@ -565,6 +739,11 @@ void open_metrics(Run<T, Model>& R) {
     if (!metrics)
       throw UserError(R.cfg.metrics + ": cannot write the metrics file (" + std::strerror(errno) + ")");
     std::fprintf(metrics.get(), "epoch,loss,train_acc,val_acc,seconds,images_per_s\n");
+    // A resumed run rewrites the saved epochs' rows; their timings are not kept (empty).
+    for (std::size_t i = 0; i < R.restored_epochs; ++i) {
+      const EpochRecord& e = R.state.epochs[i];
+      std::fprintf(metrics.get(), "%zu,%.6f,%.6f,%.6f,,\n", i + 1, e.loss, e.train_acc, e.val_acc);
+    }
   });
 }
 
@@ -710,21 +889,27 @@ void exchange_scores(Run<T, Model>& R, int b) {
 
 // ---- one step -------------------------------------------------------------------------------
 // A non-finite loss stops the run at the first step that produced one (every rank learns
-// of it through one small allreduce per step; the loss sum is already on the device).
-// batch == 0: found at the end of the epoch (the weights themselves overflowed).
+// of it through the small allreduce after each step, agree_after_step). batch == 0: found
+// at the end of the epoch (the weights themselves overflowed).
 template <class T, class Model>
-void stop_if_diverged(const Run<T, Model>& R, int epoch, std::size_t batch, double loss) {
-  if (comm::all_ok(std::isfinite(loss))) return;
+[[noreturn]] void diverged(const Run<T, Model>& R, int epoch, std::size_t batch) {
   const Config& cfg = R.cfg;
   const std::string where = batch ? "epoch " + std::to_string(epoch) + ", batch " + std::to_string(batch) + "/" +
                                         std::to_string(R.K)
                                   : "the end of epoch " + std::to_string(epoch) + " (the weights overflowed)";
-  const std::string kept = cfg.save.empty() ? "no --save was given"
-                           : R.saved_epoch > 0
-                               ? cfg.save + " keeps the weights after epoch " + std::to_string(R.saved_epoch)
-                               : "nothing was saved to " + cfg.save + " (no epoch finished)";
+  const auto [se, sb] = R.saved_at;
+  const std::string kept =
+      cfg.save.empty() ? "no --save was given"
+      : se < 0 || (se == 0 && sb == 0) ? "nothing was saved to " + cfg.save + " (no epoch finished)"
+      : sb == 0 ? cfg.save + " keeps the weights after epoch " + std::to_string(se)
+                : cfg.save + " keeps the state after batch " + std::to_string(sb) + " of epoch " + std::to_string(se + 1);
   throw Diverged("non-finite loss at " + where + " (lr " + shown_number(cfg.lr) + " too large?); training stopped; " +
                  kept);
+}
+
+template <class T, class Model>
+void stop_if_diverged(const Run<T, Model>& R, int epoch, std::size_t batch, double loss) {
+  if (!comm::all_ok(std::isfinite(loss))) diverged(R, epoch, batch);
 }
 
 // The device work of batch k: forward and backward on this rank's part, the exchange, SGD.
@@ -774,12 +959,20 @@ void compute_step(Run<T, Model>& R, std::size_t k) {
   R.queue_s += since(t_queue);
 }
 
+// The ranks' sums of the epoch so far: (cross-entropy, hits). Collective.
+template <class T, class Model>
+std::array<double, 2> reduced_sums(const Run<T, Model>& R) {
+  std::array<double, 2> st{R.loss_acc, double(R.hits_acc)};
+  comm::allreduce_sum(st.data(), st.size());
+  return st;
+}
+
 // --print-every: the epoch's loss and accuracy so far, every print_every batches.
 template <class T, class Model>
 void report_progress(Run<T, Model>& R, int e, std::size_t k) {
   const int every = R.cfg.print_every;
   if (every <= 0 || (k + 1) % std::size_t(every) != 0) return;
-  const auto st = reduced_stats(R.model);  // collective: every rank is at the same k
+  const auto st = reduced_sums(R);  // collective: every rank is at the same k
   const double seen = double(std::min((k + 1) * R.plan.B, R.plan.n));
   if (R.out) {
     std::fprintf(R.out, "  epoch %d  batch %zu/%zu  loss %.5f  train acc %.4f\n", e + 1, k + 1, R.K,
@@ -788,11 +981,28 @@ void report_progress(Run<T, Model>& R, int e, std::size_t k) {
   }
 }
 
-// Batch k of epoch e (0-based): the device work, then the divergence check and the
-// --print-every line.
+// After each step the ranks OR two flags in one small allreduce: a non-finite loss on some
+// rank (the run stops with Diverged) and a stop signal on some rank (all stop after this
+// same step, whichever ranks were signalled).
+template <class T, class Model>
+void agree_after_step(Run<T, Model>& R, int e, std::size_t k) {
+  if (g_step_hook) g_step_hook(std::uint64_t(e) * R.K + k + 1);
+  std::vector<int> flags{std::isfinite(R.loss_acc) ? 0 : 1, g_stop_requested ? 1 : 0};
+  comm::any_of_each(flags);
+  if (flags[0]) diverged(R, e + 1, k + 1);
+  if (flags[1]) {
+    R.stop = true;
+    g_stop_requested = 0;  // acted on
+  }
+}
+
+// Batch k of epoch e (0-based): the device work, the step's statistics (each step's own
+// sums, added on the host, so a resumed run adds the same numbers in the same order), the
+// agreement on divergence and stopping, the --print-every line.
 template <class T, class Model>
 void step(Run<T, Model>& R, int e, std::size_t k) {
   NN_RANGE("batch iteration");
+  R.model.reset_stats();
   if (R.cfg.profile) {
     R.timer.begin(Mark::Untimed);
     boundary(R, true);  // every rank starts the batch together, its device idle
@@ -802,12 +1012,13 @@ void step(Run<T, Model>& R, int e, std::size_t k) {
   }
   compute_step(R, k);
   ++R.steps;
-  {
-    double loss_sum = 0;
-    std::uint64_t hits = 0;
-    R.model.read_stats(loss_sum, hits);  // this epoch's sum so far: NaN/inf stays
-    stop_if_diverged(R, e + 1, k + 1, loss_sum);
-  }
+  double loss_sum = 0;
+  std::uint64_t hits = 0;
+  R.model.read_stats(loss_sum, hits);  // waits for the step; NaN/inf stays in loss_acc
+  R.loss_acc += loss_sum;
+  R.hits_acc += hits;
+  R.state.batch = k + 1;
+  agree_after_step(R, e, k);
   boundary(R, false);
   R.timer.end();
   report_progress(R, e, k);
@@ -826,13 +1037,34 @@ double validation_accuracy(Run<T, Model>& R) {
   return R.root ? double(R.evaluator->evaluate(R.s.val)) / double(R.sz.n_val) : 0;
 }
 
-// With --save, the weights are saved after every epoch (written to a temporary file and
-// renamed, checkpoint.cpp), so a job that dies or diverges keeps its last good epoch.
+// The weights and the state as --save holds them, on rank 0 (std::nullopt elsewhere).
+// Collective: model parallelism gathers the slices, every rank sends its epoch sums.
 template <class T, class Model>
-void save_now(Run<T, Model>& R, int epoch) {
-  const std::vector<T> cur = R.mp ? full_params(R) : R.root ? R.model.get_params() : std::vector<T>{};
-  on_root([&] { save_checkpoint(R.cfg.save, unpack(cur, R.full_layout)); });
-  R.saved_epoch = epoch;
+std::optional<Checkpoint> snapshot(Run<T, Model>& R, const std::vector<T>* params = nullptr) {
+  const std::vector<T> cur = params ? *params : R.mp ? full_params(R) : R.root ? R.model.get_params() : std::vector<T>{};
+  const std::vector<double> sums = comm::gather_to_root({R.loss_acc, double(R.hits_acc)});
+  if (!R.root) return std::nullopt;
+  Checkpoint ck = unpack(cur, R.full_layout);
+  TrainState st = R.state;
+  for (std::size_t q = 0; q < st.loss_sum.size(); ++q) {
+    st.loss_sum[q] = sums[2 * q];
+    st.hits[q] = std::uint64_t(sums[2 * q + 1]);
+  }
+  ck.state = std::move(st);
+  return ck;
+}
+
+// With --save, the state is saved after every epoch, every --save-every steps and when a
+// signal stops the run (written to a temporary file, fsync'ed and renamed, checkpoint.cpp),
+// so a job that dies, diverges or is preempted keeps its last good state.
+template <class T, class Model>
+void save_now(Run<T, Model>& R) {
+  const auto t0 = Clock::now();
+  const std::optional<Checkpoint> ck = snapshot(R);
+  on_root([&] { save_checkpoint(R.cfg.save, *ck); });
+  R.saved_at = {int(R.state.epoch), std::size_t(R.state.batch)};
+  R.res.save_seconds += since(t0);
+  ++R.res.saves;
 }
 
 // The epoch's line, its --metrics row.
@@ -854,8 +1086,8 @@ void report_epoch(Run<T, Model>& R, const EpochStats& es) {
 // the report, and the save.
 template <class T, class Model>
 void end_epoch(Run<T, Model>& R, int e, Clock::time_point t_epoch) {
-  R.timer.flush();  // the epoch's last batch (reduced_stats waits for the device anyway)
-  const auto st = reduced_stats(R.model);
+  R.timer.flush();  // the epoch's last batch
+  const auto st = reduced_sums(R);
   EpochStats es;
   es.epoch = e + 1;
   es.seconds = since(t_epoch);
@@ -869,15 +1101,30 @@ void end_epoch(Run<T, Model>& R, int e, Clock::time_point t_epoch) {
   stop_if_diverged(R, e + 1, 0, es.loss);  // the weights themselves overflowed
   R.res.epochs.push_back(es);
   report_epoch(R, es);
-  if (!R.cfg.save.empty() && e + 1 < R.cfg.epochs) save_now(R, e + 1);  // the last one: finish_run
+  // The loss is kept rounded to float: its last bits in double depend on the order of the
+  // device's atomic additions (one per block), which a GPU -- and the emulator's lazy streams
+  // -- do not fix, so equal runs give equal files. The accuracies are exact (counts).
+  R.state.epochs.push_back({double(static_cast<float>(es.loss)), es.train_acc, es.val_acc});
+  R.state.epoch = std::uint32_t(e + 1);
+  R.state.batch = 0;
+  R.loss_acc = 0;
+  R.hits_acc = 0;
+  if (!R.cfg.save.empty() && e + 1 < R.cfg.epochs) save_now(R);  // the last one: finish_run
 }
 
+// Epoch e from the state's batch on (0, or where a resumed run stopped); it ends early when
+// the ranks agree to stop. --save-every K saves after every K-th step of the run (the epoch's
+// last step is saved by end_epoch).
 template <class T, class Model>
 void run_epoch(Run<T, Model>& R, int e) {
   const auto t_epoch = Clock::now();
   R.model.set_order(shard_order(R.plan, R.mp ? 0 : R.r, e));
-  R.model.reset_stats();
-  for (std::size_t k = 0; k < R.K; ++k) step(R, e, k);
+  for (std::size_t k = R.state.batch; k < R.K; ++k) {
+    step(R, e, k);
+    const std::uint64_t run_step = std::uint64_t(e) * R.K + k + 1;
+    if (R.cfg.save_every && run_step % R.cfg.save_every == 0 && k + 1 < R.K) save_now(R);
+    if (R.stop && k + 1 < R.K) return;
+  }
   end_epoch(R, e, t_epoch);
 }
 
@@ -893,8 +1140,9 @@ void train_epochs(Run<T, Model>& R) {
   const auto t_train = Clock::now();
   {
     NN_RANGE("GPU parallel train");
-    for (int e = 0; e < R.cfg.epochs; ++e) run_epoch(R, e);
+    for (int e = R.start_epoch; e < R.cfg.epochs && !R.stop; ++e) run_epoch(R, e);
   }
+  if (int(R.state.epoch) == R.cfg.epochs) R.stop = false;  // a signal after the last step: just finish
   R.train_s = since(t_train);
   R.res.overlap_polls = comm::sum(std::uint64_t(R.overlap_polls));  // every rank's
   if constexpr (HasPhaseHook<Model>) R.model.set_phase_hook({});
@@ -965,7 +1213,8 @@ nlohmann::ordered_json performance_report(Run<T, Model>& R) {
     in.D = kInputDim;
     in.C = kNumClasses;
     in.batches = R.timer.batches();
-    for (const EpochStats& es : R.res.epochs) in.epoch_seconds.push_back(es.seconds);  // as printed
+    for (std::size_t i = R.restored_epochs; i < R.res.epochs.size(); ++i)  // as printed, this process's
+      in.epoch_seconds.push_back(R.res.epochs[i].seconds);
     in.total_s = R.train_s;
     report = make_report(in);
     if (R.out) {
@@ -1004,6 +1253,22 @@ std::vector<T> final_params(Run<T, Model>& R) {
   return final_p;
 }
 
+// A signal stopped the run: save where it stands (unless that is already saved), close the
+// metrics file.
+template <class T, class Model>
+void stop_run(Run<T, Model>& R) {
+  if (!R.cfg.save.empty() && R.saved_at != std::pair<int, std::size_t>{int(R.state.epoch), R.state.batch})
+    save_now(R);
+  on_root([&] {
+    FilePtr& metrics = R.s.rp.metrics;
+    if (metrics && (std::ferror(metrics.get()) || std::fclose(metrics.release()) != 0))
+      throw UserError(R.cfg.metrics + ": write error");
+  });
+  R.res.stopped = true;
+  R.res.steps = std::uint64_t(R.state.epoch) * R.K + R.state.batch;
+  R.res.params = unpack(final_params(R), R.full_layout);
+}
+
 // Test precision, the files (metrics closed, --save, --report), the --verify replay.
 template <class T, class Model>
 void finish_run(Run<T, Model>& R, const nlohmann::ordered_json& report) {
@@ -1014,13 +1279,15 @@ void finish_run(Run<T, Model>& R, const nlohmann::ordered_json& report) {
   if (R.root && R.sz.n_test) prec = double(R.evaluator->evaluate(R.s.test)) / double(R.sz.n_test);
   res.test_precision = comm::broadcast_value(prec);
   res.params = unpack(final_p, R.full_layout);
+  res.steps = std::uint64_t(R.state.epoch) * R.K + R.state.batch;
+  const std::optional<Checkpoint> ck = cfg.save.empty() ? std::nullopt : snapshot(R, &final_p);
   // Rank 0 alone writes files; on_root keeps every rank in step and shares its verdict.
   on_root([&] {
     FilePtr& metrics = R.s.rp.metrics;
     const bool write_failed = metrics && (std::ferror(metrics.get()) || std::fclose(metrics.release()) != 0);
     if (write_failed) throw UserError(cfg.metrics + ": write error");
     if (!cfg.save.empty()) {
-      save_checkpoint(cfg.save, res.params);
+      save_checkpoint(cfg.save, *ck);
       if (R.out) std::fprintf(R.out, "checkpoint: %s\n", cfg.save.c_str());
     }
     if (!cfg.report.empty()) {
@@ -1030,7 +1297,9 @@ void finish_run(Run<T, Model>& R, const nlohmann::ordered_json& report) {
   });
   if (cfg.verify) {
     VerifyResult v;
-    if (R.root) v = replay_and_compare<T>(cfg, R.plan, R.data.train, R.s.init, final_p, R.full_layout);
+    if (R.root)
+      v = replay_and_compare<T>(cfg, R.plan, R.data.train, R.s.init, final_p, R.full_layout, R.start_epoch,
+                                R.start_batch);
     res.verify = comm::broadcast_value(v);
     if (R.out)
       std::fprintf(R.out, "verify: relative error W1 %.3g  b1 %.3g  W2 %.3g  b2 %.3g (tolerance %g) %s\n", v.W1,
@@ -1050,8 +1319,15 @@ TrainResult train_with(const Config& cfg, const HostData& data, std::FILE* out) 
   if (R.out) print_header(R.out, cfg, data, R.s);
   open_metrics(R);
   train_epochs(R);
-  measure_blas_bound(R);
-  finish_run(R, performance_report(R));
+  if (R.stop) {
+    stop_run(R);
+  } else {
+    measure_blas_bound(R);
+    finish_run(R, performance_report(R));
+  }
+  if (R.out && R.res.saves)
+    std::fprintf(R.out, "saves: %zu during training, %.1f ms each on average (rank 0)\n", R.res.saves,
+                 1e3 * R.res.save_seconds / double(R.res.saves));
   return std::move(R.res);
 }
 
@@ -1088,6 +1364,19 @@ int run_training(const Config& cfg, std::FILE* out) {
       data.source = dir.string() == cfg.data ? cfg.data : cfg.data + " -> " + dir.string();
     });
     const TrainResult res = train_on<nn_real>(cfg, data, out);
+    if (res.stopped) {
+      if (root && out) {
+        if (cfg.save.empty())
+          std::fprintf(out, "stopped by a signal after %llu steps; nothing saved (no --save)\n",
+                       (unsigned long long)res.steps);
+        else
+          std::fprintf(out, "stopped by a signal after %llu steps; state saved to %s: run the same command "
+                       "with --resume to continue (exit code %d)\n", (unsigned long long)res.steps,
+                       cfg.save.c_str(), kExitStopped);
+        std::fflush(out);
+      }
+      return kExitStopped;
+    }
     if (root && out) {
       std::fprintf(out, "total time: %.2f s\n", since(t0));
       std::fflush(out);

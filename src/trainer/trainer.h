@@ -20,6 +20,9 @@ inline constexpr int kExitUserError = 1;     // bad file, bad option, ... (one l
 inline constexpr int kExitVerifyFailed = 3;  // --verify found the reference too far away
 inline constexpr int kExitInternal = 4;      // internal fault (CUDA, MPI): the job is aborted
 inline constexpr int kExitDiverged = 5;      // a non-finite loss stopped the training
+// SIGTERM or SIGUSR1: every rank finished the same step, the state was saved to --save (if
+// given) and the run stopped; the same command with --resume continues it (EX_TEMPFAIL).
+inline constexpr int kExitStopped = 75;
 // (2, bad options, is main's: src/main.cpp.)
 
 // The whole nn_train run after MPI init and option parsing: load (rank 0), scatter, train,
@@ -27,6 +30,19 @@ inline constexpr int kExitDiverged = 5;      // a non-finite loss stopped the tr
 // Internal faults (CUDA errors) print on the failing rank and abort the job.
 int run_training(const Config& cfg);
 int run_training(const Config& cfg, std::FILE* out);
+
+// Stop signals (nn_train's main installs them first thing): SIGTERM and SIGUSR1 only set a
+// flag (request_stop); after each step the ranks OR their flags in the step's small
+// allreduce, so all of them stop after the same step even if only some were signalled, save
+// the state, and train_on returns with TrainResult::stopped. A second signal changes nothing.
+void install_stop_signals();
+void restore_stop_signals();  // the handlers from before install_stop_signals (tests)
+void request_stop();          // async-signal-safe: what the handlers do
+// Tests only: called on every rank after each step's device work with the run's step number
+// (1-based, counted from the start of the run, across restarts), before the ranks agree on
+// stopping; e.g. to raise a signal on one rank at step N. Returns the previous hook.
+using StepHook = void (*)(std::uint64_t step);
+StepHook set_step_hook(StepHook hook);
 
 // ---- lower level: in-memory data, used by run_training and by the tests ----
 
@@ -47,7 +63,8 @@ struct EpochStats {
   double loss = 0;         // mean cross-entropy of the epoch's forward passes + (reg/2)|W|^2 at its end
   double train_acc = 0;    // hits of those forward passes (before each update) / n_fit
   double val_acc = 0;      // after the epoch; 0 without a validation set
-  double seconds = 0;      // wall time of the epoch's batches (validation excluded)
+  double seconds = 0;      // wall time of the epoch's batches (validation excluded); 0 for an
+                           // epoch restored from a saved state
   double images_per_s = 0;
 };
 
@@ -76,6 +93,13 @@ struct TrainResult {
   // Overlap (data parallel, host-staged MPI): MPI_Test rounds the ranks made, summed, while
   // polling for layer 1's gradient copy; 0 when the copy was always done at the first look.
   std::uint64_t overlap_polls = 0;
+  // A stop signal ended the run early (kExitStopped): params hold the weights at that step,
+  // test_precision and verify are not computed. steps: the run's steps done (restarts included).
+  bool stopped = false;
+  std::uint64_t steps = 0;
+  bool resumed = false;  // started from the state in --save (--resume)
+  std::size_t saves = 0;  // checkpoints written during training (epoch ends, --save-every)
+  double save_seconds = 0;  // their total wall time on rank 0 (gathering included)
 };
 
 // Trains with T = float or double (both are instantiated, whatever nn_real is). Collective:

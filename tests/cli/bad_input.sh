@@ -18,7 +18,7 @@
 # NN_TRAIN  the trainer, e.g. build/cpu/bin/nn_train (emulator build: no GPU needed)
 # The data are tiny IDX files generated into a temporary directory (python3); the
 # real data set is not needed.
-# Environment: MPIRUN (mpirun), MPIRUN_FLAGS (--oversubscribe), NP_LIST ("1 3"),
+# Environment: MPIRUN (slurm/mpirun.sh), MPIRUN_FLAGS (--oversubscribe), NP_LIST ("1 3"),
 #   CLI_TIMEOUT (60: seconds before a run counts as hung), CLI_QUICK (20: seconds a
 #   failing run may take), SIM_WORKERS (1), CLI_KEEP=1 keeps the logs and files,
 #   CLI_FILTER=REGEX runs only the cases whose name matches, CLI_JOBS (4) runs at once.
@@ -39,7 +39,7 @@ if [ ! -x "$train" ]; then
 fi
 case $train in /*) ;; *) train=$PWD/$train ;; esac
 
-mpirun_cmd=${MPIRUN:-mpirun}
+mpirun_cmd=${MPIRUN:-$(cd "$(dirname "$0")/../.." && pwd)/slurm/mpirun.sh}  # a private session directory per launch
 read -r -a mpirun_flags <<<"${MPIRUN_FLAGS---oversubscribe}"
 read -r -a np_list <<<"${NP_LIST:-1 3}"
 limit=${CLI_TIMEOUT:-60}
@@ -303,7 +303,9 @@ expect 2 "cli: --hidden 65537" "--hidden" "${base[@]}" --hidden 65537
 expect 2 "cli: --hidden 1.5" "--hidden" "${base[@]}" --hidden 1.5
 expect 2 "cli: --hidden abc" "--hidden" "${base[@]}" --hidden abc
 expect 2 "cli: --epochs -1" "--epochs" "${base[@]}" --epochs -1
-expect 2 "cli: --epochs 0" "--epochs" "${base[@]}" --epochs 0
+expect 1 "cli: --epochs 0 with no model to score" "--epochs 0 scores a saved model" "${base[@]}" --epochs 0
+expect 1 "cli: --resume without --save" "--resume needs --save" "${base[@]}" --resume
+expect 2 "cli: --save-every -1" "--save-every" "${base[@]}" --save-every -1
 expect 2 "cli: --epochs 99999999999" "--epochs" "${base[@]}" --epochs 99999999999
 expect 2 "cli: --lr abc" "--lr" "${base[@]}" --lr abc
 expect 2 "cli: --lr 0" "--lr" "${base[@]}" --lr 0
@@ -359,8 +361,8 @@ if [ -s "$ck" ]; then
   expect 1 "load: truncated inside the header" "header\.ckpt.*(truncat|short)" "${base[@]}" --load "$ckdir/header.ckpt"
   { cat "$ck"; printf 'more'; } >"$ckdir/trailing.ckpt"
   expect 1 "load: trailing bytes" "trailing\.ckpt.*trailing" "${base[@]}" --load "$ckdir/trailing.ckpt"
-  cp "$ck" "$ckdir/version.ckpt"; poke "$ckdir/version.ckpt" 8 "02 00 00 00"
-  expect 1 "load: version 2" "version\.ckpt.*version" "${base[@]}" --load "$ckdir/version.ckpt"
+  cp "$ck" "$ckdir/version.ckpt"; poke "$ckdir/version.ckpt" 8 "03 00 00 00"
+  expect 1 "load: version 3" "version\.ckpt.*version 3" "${base[@]}" --load "$ckdir/version.ckpt"
   cp "$ck" "$ckdir/precision.ckpt"; poke "$ckdir/precision.ckpt" 12 "03 00 00 00"
   expect 1 "load: precision 3" "precision\.ckpt.*(precision|header)" "${base[@]}" --load "$ckdir/precision.ckpt"
   cp "$ck" "$ckdir/bigh.ckpt"; poke "$ckdir/bigh.ckpt" 20 "ff ff ff 7f"

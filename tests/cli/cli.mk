@@ -4,6 +4,8 @@
 #                           documented exit status, no crash, no hang, nothing trained
 #   tests/cli/kill_rank.sh  SIGKILL of one rank mid-training (2 and 3 ranks, rank 0 and
 #                           another): mpirun exits non-zero within 10 s, no rank left behind
+#   tests/cli/resume_signal.sh  SIGUSR1 to mpirun mid-training, --resume until exit 0: the
+#                           --save file is byte-identical to an uninterrupted run's (issue 15)
 # Uses the Makefile's CPU_TRAIN, MPI_ENV, MPIRUN, MPIRUN_FLAGS. About 2 minutes on a
 # 2-core machine. Ends with `cli: N passed, M failed`; fails if M > 0.
 CLI_TEST_DIR := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
@@ -11,10 +13,10 @@ CLI_DATA ?= data/current
 
 .PHONY: test-cli
 test-cli: cpu data
-	@echo "== $(CLI_TEST_DIR)/bad_input.sh and kill_rank.sh: nn_train on bad input (1 and 3 ranks), a rank killed mid-training =="
+	@echo "== $(CLI_TEST_DIR)/bad_input.sh, kill_rank.sh, resume_signal.sh: nn_train on bad input (1 and 3 ranks), a rank killed mid-training, stopped by SIGUSR1 and resumed =="
 	@out=$$(mktemp); passed=0; failed=0; \
-	for script in bad_input kill_rank; do \
-	  if [ $$script = kill_rank ]; then extra="$(CLI_DATA)"; else extra=; fi; \
+	for script in bad_input kill_rank resume_signal; do \
+	  if [ $$script != bad_input ]; then extra="$(CLI_DATA)"; else extra=; fi; \
 	  $(MPI_ENV) $(if $(filter 1,$(SANITIZE)),$(SAN_ENV)0) SIM_WORKERS=$${SIM_WORKERS:-1} \
 	    MPIRUN="$(MPIRUN)" MPIRUN_FLAGS="$(MPIRUN_FLAGS)" \
 	    bash $(CLI_TEST_DIR)/$$script.sh $(CPU_TRAIN) $$extra 2>&1 | tee "$$out"; \

@@ -15,7 +15,7 @@
 # NN_TRAIN  the trainer, e.g. build/cpu/bin/nn_train (emulator build: no GPU needed)
 # DATA_DIR  IDX directory (e.g. data/current); without it, 6000 + 1000 random images
 #           are generated into a temporary directory (python3)
-# Environment: MPIRUN (mpirun), MPIRUN_FLAGS (--oversubscribe), KILL_CASES, KILL_EXIT_S
+# Environment: MPIRUN (slurm/mpirun.sh), MPIRUN_FLAGS (--oversubscribe), KILL_CASES, KILL_EXIT_S
 #   (10), KILL_START_S (120: how long training may take to start), SIM_WORKERS (1),
 #   CLI_KEEP=1 keeps the logs.
 # Prints "ok ..."/"FAIL ..." per case, then "kill_rank: N passed, M failed"; exits
@@ -41,7 +41,7 @@ if [ -n "$data" ] && [ ! -d "$data" ]; then
   exit 1
 fi
 
-mpirun_cmd=${MPIRUN:-mpirun}
+mpirun_cmd=${MPIRUN:-$(cd "$(dirname "$0")/../.." && pwd)/slurm/mpirun.sh}  # a private session directory per launch
 read -r -a mpirun_flags <<<"${MPIRUN_FLAGS---oversubscribe}"
 read -r -a cases <<<"${KILL_CASES:-2:1 3:2 2:0 3:0}"
 exit_limit=${KILL_EXIT_S:-10}

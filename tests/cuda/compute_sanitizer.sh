@@ -22,7 +22,7 @@ NPS=${CS_NP:-1 2}
 FILTER=${CS_FILTER:-'AllVariants/*:Gemm*:Ops*:Train*:Strategies*:Faults*'}
 LIMIT=${CS_TIMEOUT:-900}
 OUT=${OUT:-build/compute-sanitizer}
-MPIRUN=${MPIRUN:-mpirun}
+MPIRUN=${MPIRUN:-$PWD/slurm/mpirun.sh}  # a private session directory per launch
 read -r -a MPIRUN_FLAGS <<<"${MPIRUN_FLAGS:---oversubscribe}"
 if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 

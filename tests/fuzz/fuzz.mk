@@ -6,7 +6,7 @@
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?=
 .PHONY: fuzz fuzz-setup
-fuzz:
+fuzz: setup
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) bash tests/fuzz/run.sh $(BUILD)/fuzz $(FUZZ_TARGETS)
 fuzz-setup:
 	@bash tests/fuzz/run.sh --setup

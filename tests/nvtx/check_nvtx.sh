@@ -11,7 +11,7 @@
 #              "synthetic": 600 + 100 random 28x28 images written to the temp directory
 #              (the ranges do not depend on what the pixels are)
 # NP           MPI ranks (default 2; at 1 rank the trainer skips the gradient round trip)
-# Environment: MPIRUN (mpirun), MPIRUN_FLAGS (--oversubscribe), NVTX_KEEP=1 keeps the logs.
+# Environment: MPIRUN (slurm/mpirun.sh), MPIRUN_FLAGS (--oversubscribe), NVTX_KEEP=1 keeps the logs.
 # Builds nothing. Prints "ok ..."/"FAIL ..." per check, then "nvtx: N passed, M failed";
 # exits non-zero on any failure.
 set -euo pipefail
@@ -21,7 +21,7 @@ if [ $# -lt 3 ] || [ $# -gt 4 ]; then
   exit 2
 fi
 recorder=$1 train=$2 data=$3 np=${4:-2}
-mpirun_cmd=${MPIRUN:-mpirun}
+mpirun_cmd=${MPIRUN:-$(cd "$(dirname "$0")/../.." && pwd)/slurm/mpirun.sh}  # a private session directory per launch
 read -r -a mpirun_flags <<<"${MPIRUN_FLAGS---oversubscribe}"
 
 for f in "$recorder" "$train"; do

@@ -169,6 +169,109 @@ TEST_F(CheckpointFile, LayoutMatchesTheDocumentation) {
   EXPECT_EQ(le32(b, b.size() - 4), crc);
 }
 
+// ---- version 2: the training state (TrainState) after the tensors ----
+
+nn::train::TrainState sample_state(std::uint32_t ranks, std::uint32_t epochs) {
+  nn::train::TrainState st;
+  auto& f = st.fingerprint;
+  f.seed = 0x0123456789abcdefULL, f.batch = 7, f.n_fit = 54, f.n_val = 6, f.lr = 0.5, f.reg = 1e-3;
+  f.ranks = ranks, f.strategy = 2, f.gemm = 4, f.shuffle = 1, f.data_crc = 0xdeadbeef;
+  st.epoch = epochs;
+  st.batch = 3;
+  for (std::uint32_t r = 0; r < ranks; ++r) {
+    st.loss_sum.push_back(1.25 + r / 3.0);
+    st.hits.push_back(1000 + r);
+  }
+  for (std::uint32_t e = 0; e < epochs; ++e) st.epochs.push_back({2.0 / (e + 1), 0.5 + e / 100.0, 0.25 + e / 50.0});
+  return st;
+}
+
+double f64_at(const Bytes& b, std::size_t at) {
+  std::uint64_t bits = le32(b, at) | std::uint64_t{le32(b, at + 4)} << 32;
+  double v;
+  std::memcpy(&v, &bits, 8);
+  return v;
+}
+
+TEST_F(CheckpointFile, StateRoundTripIsBitExactInBothPrecisions) {
+  for (bool is_double : {false, true}) {
+    Checkpoint ck = sample(784, 16, 10, is_double);
+    ck.state = sample_state(3, 2);
+    nn::train::save_checkpoint(path("s.bin"), ck);
+    const Checkpoint back = nn::train::load_checkpoint(path("s.bin"));
+    expect_same(back, ck);
+    ASSERT_TRUE(back.state.has_value());
+    EXPECT_TRUE(*back.state == *ck.state);
+    const std::size_t P = is_double ? 8 : 4;
+    EXPECT_EQ(fs::file_size(path("s.bin")), 32u + P * (16 * 784 + 16 + 10 * 16 + 10) + 80u + 16u * 3 + 24u * 2 + 4u);
+    // Equal states give equal files: nothing run-dependent is written.
+    EXPECT_EQ(nn::train::encode_checkpoint(back), read(path("s.bin")));
+  }
+}
+
+// The state section of docs/checkpoint.md, byte by byte.
+TEST_F(CheckpointFile, StateLayoutMatchesTheDocumentation) {
+  Checkpoint ck = sample(3, 2, 2, false);
+  ck.state = sample_state(2, 1);
+  const Bytes b = nn::train::encode_checkpoint(ck);
+  const std::size_t s = 32 + 4 * 14;  // the state starts after the tensors
+  ASSERT_EQ(b.size(), s + 80 + 16 * 2 + 24 + 4);
+  EXPECT_EQ(le32(b, 8), 2u);  // version
+  EXPECT_EQ(le32(b, s + 0), 0x89abcdefu);  // seed, low word first
+  EXPECT_EQ(le32(b, s + 4), 0x01234567u);
+  EXPECT_EQ(le32(b, s + 8), 7u);    // batch size
+  EXPECT_EQ(le32(b, s + 16), 54u);  // n_fit
+  EXPECT_EQ(le32(b, s + 24), 6u);   // n_val
+  EXPECT_EQ(f64_at(b, s + 32), 0.5);   // lr
+  EXPECT_EQ(f64_at(b, s + 40), 1e-3);  // reg
+  EXPECT_EQ(le32(b, s + 48), 2u);   // ranks
+  EXPECT_EQ(le32(b, s + 52), 2u);   // strategy (model)
+  EXPECT_EQ(le32(b, s + 56), 4u);   // gemm
+  EXPECT_EQ(le32(b, s + 60), 1u);   // shuffle
+  EXPECT_EQ(le32(b, s + 64), 0xdeadbeefu);  // data CRC
+  EXPECT_EQ(le32(b, s + 68), 1u);   // epochs finished
+  EXPECT_EQ(le32(b, s + 72), 3u);   // batches of the next epoch finished
+  EXPECT_EQ(f64_at(b, s + 80), 1.25);      // rank 0: loss sum, hits
+  EXPECT_EQ(le32(b, s + 88), 1000u);
+  EXPECT_EQ(f64_at(b, s + 96), 1.25 + 1 / 3.0);  // rank 1
+  EXPECT_EQ(le32(b, s + 104), 1001u);
+  EXPECT_EQ(f64_at(b, s + 112), 2.0);   // epoch 1: loss, train acc, val acc
+  EXPECT_EQ(f64_at(b, s + 120), 0.5);
+  EXPECT_EQ(f64_at(b, s + 128), 0.25);
+  const auto crc = static_cast<std::uint32_t>(crc32(0L, b.data(), static_cast<uInt>(b.size() - 4)));
+  EXPECT_EQ(le32(b, b.size() - 4), crc);
+}
+
+TEST_F(CheckpointFile, RefusesCorruptStates) {
+  Checkpoint ck = sample(3, 2, 2, false);
+  ck.state = sample_state(2, 1);
+  const Bytes good = nn::train::encode_checkpoint(ck);
+  const std::size_t s = 32 + 4 * 14;
+  const auto fix_crc = [](Bytes& b) {
+    put_le32(b, b.size() - 4, static_cast<std::uint32_t>(crc32(0L, b.data(), static_cast<uInt>(b.size() - 4))));
+  };
+  Bytes b = good;
+  b.resize(b.size() - 10);
+  expect_refused(b, "truncated");
+  b = good;
+  b.insert(b.end() - 4, 3, 0);
+  expect_refused(b, "3 trailing bytes");
+  b = good;
+  put_le32(b, s + 48, 0);  // no ranks
+  expect_refused(b, "corrupt training state: 0 ranks");
+  b = good;
+  put_le32(b, s + 52, 3);  // strategy 3
+  fix_crc(b);
+  expect_refused(b, "corrupt training state: strategy or shuffle flag");
+  b = good;
+  put_le32(b, s + 72, 8);  // batch 8 of ceil(54 / 7) = 8 batches: past the end
+  fix_crc(b);
+  expect_refused(b, "corrupt training state: batch 8 past the epoch's end");
+  b = good;
+  b[s + 20] ^= 1;  // flipped inside the state: the CRC covers it
+  expect_refused(b, "corrupt (CRC mismatch)");
+}
+
 TEST_F(CheckpointFile, RefusesWhatIsNotACheckpoint) {
   expect_refused({}, "not a checkpoint file (bad magic)");
   const std::string text = "hidden = 512\n";
@@ -180,8 +283,11 @@ TEST_F(CheckpointFile, RefusesWhatIsNotACheckpoint) {
 
 TEST_F(CheckpointFile, RefusesOtherVersionsAndPrecisions) {
   Bytes b = valid_bytes();
-  put_le32(b, 8, 2);
-  expect_refused(b, "unsupported checkpoint version 2 (this build reads version 1)");
+  put_le32(b, 8, 3);
+  expect_refused(b, "unsupported checkpoint version 3 (this build reads versions 1 and 2)");
+  b = valid_bytes();
+  put_le32(b, 8, 2);  // version 2 needs a training state after the tensors
+  expect_refused(b, "truncated");
   b = valid_bytes();
   put_le32(b, 12, 3);
   expect_refused(b, "corrupt header: precision 3 (expected 4 or 8 bytes per value)");

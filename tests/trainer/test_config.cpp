@@ -142,7 +142,7 @@ TEST(Config, RejectsZeroAndNegativeSizes) {
   EXPECT_REJECTED((Args{"--batch", "0"}), "--batch 0: must be at least 1");
   // A size_t option must not wrap "-5" to 2^64 - 5 (CLI11 alone would).
   EXPECT_REJECTED((Args{"--batch", "-5"}), "--batch -5: must be at least 1");
-  EXPECT_REJECTED((Args{"--epochs", "0"}), "--epochs 0: must be at least 1");
+  EXPECT_REJECTED((Args{"--epochs", "-1"}), "--epochs -1: must not be negative");
   EXPECT_REJECTED((Args{"--train-size", "-5"}), "--train-size -5: must not be negative");
   EXPECT_REJECTED((Args{"--test-size", "-1"}), "--test-size -1: must not be negative");
   EXPECT_REJECTED((Args{"--seed", "-1"}), "--seed -1: must not be negative");

@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""The Makefile's dependency graph, checked from make's own database (make -p).
+
+1. setup first: every target with a recipe, in every configuration below, reaches `setup`
+   through its prerequisites (normal or order-only), so under any -j nothing compiles, links,
+   downloads or runs before setup has installed what it needs. The few targets that need
+   nothing setup installs are listed in EXEMPT, each with its reason.
+2. `make run` builds only what it runs: without a GPU, the emulator trainer and nothing
+   under the CUDA build directory (no nvcc); with a GPU (and nvcc), the CUDA trainer and
+   nothing of the emulator build.
+3. `make` (all) still builds both builds when nvcc exists.
+
+The database comes from `make -p -n -B` on a scratch BUILD directory with the recursive
+$(MAKE) calls disabled, so nothing is built or run. Usage (from the repository root):
+    python3 tests/build/check_graph.py [make]
+Prints one line per check and `build-graph: N passed, M failed`; exit status 1 on failure.
+"""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+MAKE = sys.argv[1] if len(sys.argv) > 1 else "make"
+GOALS = ["all", "run", "bench", "plots", "peer", "test", "test-cpu", "test-gpu-grid",
+         "test-nvtx", "test-sim-examples", "test-cli", "test-cuda", "sanitize-gpu",
+         "test-slurm", "fuzz", "scaling", "data"]
+# Targets whose recipe needs nothing that setup installs.
+EXEMPT = {
+    "setup": "setup itself",
+    "help": "prints text",
+    "clean": "rm -rf",
+    "all": "its recipe only prints a note; its prerequisites are checked",
+    "fuzz-setup": "installs clang itself (tests/fuzz/run.sh --setup)",
+}
+EXEMPT_PATTERNS = [
+    (re.compile(r"/\.setup-done$"), "the setup stamp: runs .ci/setup.sh itself"),
+    (re.compile(r"/nvtx-include/nvtx3$"), "a symbolic link to the CUDA toolkit's NVTX headers"),
+]
+
+
+def database(build, extra):
+    cmd = [MAKE, "-p", "-n", "-B", "--no-print-directory", "MAKE=:", f"BUILD={build}",
+           "SANITIZE=", "USE_DOUBLE=", "DEBUG=", *extra, *GOALS]
+    # Not the calling make's flags and variables (SANITIZE=1, say): the default configuration.
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")}
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if "# Files" not in out.stdout:
+        sys.exit(f"check_graph: `{' '.join(cmd)}` printed no database:\n{out.stderr[-2000:]}")
+    return out.stdout.split("# Files", 1)[1]
+
+
+def parse(files_section):
+    """{target: (prerequisites, has_recipe)} from the '# Files' part of make -p."""
+    graph = {}
+    for entry in files_section.split("\n\n"):
+        lines = entry.strip("\n").split("\n")
+        if not lines or lines[0].startswith("# Not a target:"):
+            continue
+        head = next((l for l in lines if l and not l.startswith(("#", "\t"))), None)
+        m = re.match(r"^(.+?)::?(?!=)\s*(.*)$", head or "")
+        if not m or re.fullmatch(r"\.[A-Z_]+", m.group(1).strip()):  # .PHONY, .DEFAULT_GOAL, ...
+            continue
+        target, rest = m.group(1).strip(), m.group(2)
+        prereqs = rest.replace("|", " ").split()
+        has_recipe = any(l.startswith("\t") and l.strip() for l in lines)
+        old = graph.get(target, (set(), False))
+        graph[target] = (old[0] | set(prereqs), old[1] or has_recipe)
+    return graph
+
+
+def reaches(graph, start, goal, memo):
+    if start == goal:
+        return True
+    if start in memo:
+        return memo[start]
+    memo[start] = False  # cycles: not through here
+    memo[start] = any(reaches(graph, p, goal, memo) for p in graph.get(start, ((), False))[0])
+    return memo[start]
+
+
+def closure(graph, start):
+    seen, todo = set(), [start]
+    while todo:
+        t = todo.pop()
+        if t in seen:
+            continue
+        seen.add(t)
+        todo.extend(graph.get(t, ((), False))[0])
+    return seen
+
+
+passed = failed = 0
+
+
+def check(ok, what):
+    global passed, failed
+    print(("ok   " if ok else "FAIL ") + what)
+    if ok:
+        passed += 1
+    else:
+        failed += 1
+
+
+def exempt(target):
+    if target in EXEMPT:
+        return True
+    return any(p.search(target) for p, _ in EXEMPT_PATTERNS)
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    build = os.path.join(tmp, "b")
+    configs = {
+        "no GPU, nvcc": ["HAVE_NVCC=yes", "GPU_VISIBLE="],
+        "no GPU, no nvcc": ["HAVE_NVCC=", "GPU_VISIBLE="],
+        "GPU and nvcc": ["HAVE_NVCC=yes", "GPU_VISIBLE=yes"],
+    }
+    graphs = {name: parse(database(build, extra)) for name, extra in configs.items()}
+
+    for name, graph in graphs.items():
+        memo = {}
+        with_recipe = [t for t, (_, r) in graph.items() if r and not exempt(t)]
+        late = sorted(t for t in with_recipe if not reaches(graph, t, "setup", memo))
+        check(len(with_recipe) > 50 and not late,
+              f"[{name}] all {len(with_recipe)} targets with a recipe come after setup"
+              + (f"; not: {', '.join(late[:8])}{' ...' if len(late) > 8 else ''}" if late else ""))
+
+    cpu, cuda = f"{build}/cpu/", f"{build}/cuda/"
+    for name in ("no GPU, nvcc", "no GPU, no nvcc"):
+        run = closure(graphs[name], "run")
+        built_cuda = sorted(t for t in run if t.startswith(cuda))
+        check(f"{cpu}bin/nn_train" in run and not built_cuda,
+              f"[{name}] make run builds the emulator trainer and nothing under build/cuda"
+              + (f"; it would build {built_cuda[:3]}" if built_cuda else ""))
+        extra = sorted(t for t in run if t.startswith(cpu + "bin/") and not t.endswith("/nn_train"))
+        check(not extra, f"[{name}] make run links no other program" + (f"; it would link {extra}" if extra else ""))
+    run = closure(graphs["GPU and nvcc"], "run")
+    check(f"{cuda}bin/nn_train" in run and not any(t.startswith(cpu) for t in run),
+          "[GPU and nvcc] make run builds the CUDA trainer and nothing of the emulator build")
+    everything = closure(graphs["no GPU, nvcc"], "all")
+    check(f"{cuda}bin/nn_tests" in everything and f"{cpu}bin/nn_tests" in everything,
+          "[no GPU, nvcc] make (all) still builds both builds' test binaries")
+
+print(f"build-graph: {passed} passed, {failed} failed")
+sys.exit(1 if failed else 0)
