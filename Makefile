@@ -258,15 +258,19 @@ sanitize-gpu: cuda
 	@bash tests/cuda/compute_sanitizer.sh $(CUDA_TESTS)
 
 # `make run`: train on whatever `make data` found (MNIST, or Fashion-MNIST offline). It builds
-# only the trainer it runs: the CUDA build's when a GPU is visible (and nvcc exists), else the
-# emulator build's; nothing else (no tests, no benches, no nvcc without a GPU).
+# only the trainer it runs: with a GPU (and nvcc) the CUDA build's, on the GPU; without one the
+# emulator build's with --device cpu (the host's cores through BLAS, no emulator: what a
+# laptop user expects from a trainer, and seconds instead of minutes); nothing else (no tests,
+# no benches, no nvcc without a GPU). The last --device wins: RUN_ARGS='--device gpu' runs the
+# CUDA kernels on the SIMT emulator instead.
 RUN_ARGS ?=
 RUN_ON_GPU := $(and $(HAVE_NVCC),$(GPU_VISIBLE))
 RUN_TRAIN  := $(if $(RUN_ON_GPU),$(CUDA_TRAIN),$(CPU_TRAIN))
+RUN_DEVICE := $(if $(RUN_ON_GPU),,--device cpu)
 run: $(RUN_TRAIN) data
-	@$(if $(RUN_ON_GPU),echo "== GPU visible: CUDA build ==",echo "== no GPU visible: emulator build, SIM_WORKERS=$${SIM_WORKERS:-0} (0 = one per core), SIM_STREAMS=$${SIM_STREAMS:-lazy} ==")
-	@echo "== $(RUN_TRAIN) --data data/current $(RUN_ARGS) =="
-	@$(MPI_ENV) SIM_WORKERS=$${SIM_WORKERS:-0} $(SINGLETON) $(RUN_TRAIN) --data data/current $(RUN_ARGS)
+	@$(if $(RUN_ON_GPU),echo "== GPU visible: the CUDA build on the GPU (hint: make run RUN_ARGS='--device cpu' trains on this machine's cores instead) ==",echo "== no GPU visible: --device cpu, the host's cores with BLAS (hint: make run RUN_ARGS='--device gpu' runs our CUDA kernels on the SIMT emulator instead, about 25x slower) ==")
+	@echo "== $(RUN_TRAIN) --data data/current $(RUN_DEVICE) $(RUN_ARGS) =="
+	@$(MPI_ENV) SIM_WORKERS=$${SIM_WORKERS:-0} $(SINGLETON) $(RUN_TRAIN) --data data/current $(RUN_DEVICE) $(RUN_ARGS)
 
 # After setup: offline, the Fashion-MNIST fallback is a package setup installs (under -j,
 # `make run` would otherwise look for it while apt-get is still installing it).
@@ -311,7 +315,7 @@ plots: $(CPU_TRAIN) $(CPU_DIR)/bin/gemm_bench data
 	@test -s $(BENCH_OUT)/gemm_emulator.csv || $(CPU_DIR)/bin/gemm_bench --quick --csv $(BENCH_OUT)/gemm_emulator.csv
 	$(PLOTS_PYTHON) bench/plots.py all --sweep $(PLOTS_OUT)/sweep --metrics $(PLOTS_OUT)/metrics.csv \
 	  --report $(PLOTS_OUT)/metrics.json --gemm $(BENCH_OUT)/gemm_emulator.csv --out $(PLOTS_OUT)
-	@echo "plots: $(PLOTS_OUT)/roofline.png $(PLOTS_OUT)/training.png $(PLOTS_OUT)/gemm.png $(PLOTS_OUT)/phases.png"
+	@echo "plots: $(PLOTS_OUT)/roofline.png $(PLOTS_OUT)/training.png $(PLOTS_OUT)/gemm.png $(PLOTS_OUT)/phases.png$(if $(wildcard $(BUILD)/peer/peer_cpu.csv), $(PLOTS_OUT)/peer.png)"
 peer: $(CPU_TRAIN) data $(if $(and $(HAVE_NVCC),$(GPU_VISIBLE)),$(CUDA_TRAIN))
 	CPU_DIR=$(CPU_DIR) CUDA_DIR=$(CUDA_DIR) PYTHON=$(PLOTS_PYTHON) bash bench/peer_compare.sh
 

@@ -19,7 +19,7 @@
 # Environment (defaults):
 #   DATA=data/current SHAPES="256:100 512:800 1024:3000" PROCS="1 2" CORES=$(nproc) EPOCHS=4
 #   LR=0.5 REG=1e-4 TRAIN_SIZE=0 (all)  HIDDEN=256 BATCH=100 (GPU part)  MODE=auto|cpu|gpu
-#   PYTHON=/usr/bin/python3  CPU_DIR=build/cpu  CUDA_DIR=build/cuda  MPIRUN=mpirun
+#   PYTHON=/usr/bin/python3  CPU_DIR=build/cpu  CUDA_DIR=build/cuda  MPIRUN=slurm/mpirun.sh
 #   OUT=build/peer (logs)  OMP_WAIT_POLICY=PASSIVE (see below)  ROUNDS=2
 # ROUNDS: each CPU pair runs ROUNDS times, alternating ours / PyTorch, and each side keeps its
 # fastest round's median, so a burst of load from another job hurts neither side alone.
@@ -42,7 +42,7 @@ MODE=${MODE:-auto}
 PYTHON=${PYTHON:-/usr/bin/python3}
 CPU_DIR=${CPU_DIR:-build/cpu}
 CUDA_DIR=${CUDA_DIR:-build/cuda}
-MPIRUN=${MPIRUN:-mpirun}
+MPIRUN=${MPIRUN:-$PWD/slurm/mpirun.sh}  # a private session directory per launch
 OUT=${OUT:-build/peer}
 # Debian's PyTorch runs its elementwise work on OpenMP threads and its GEMMs on OpenBLAS's own
 # pthreads: with the default (spinning) OpenMP wait policy its idle OpenMP threads keep the
