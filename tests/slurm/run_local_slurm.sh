@@ -408,7 +408,7 @@ fi
 if check_state train-mpi; then
   check_output train-mpi '^test precision: [0-9.]+' "trainer's test precision"
   check_output train-mpi "^MPI ranks: $TRAIN_NP " "$TRAIN_NP ranks"
-  check_output train-mpi "mpirun -np $TRAIN_NP" "launched with mpirun inside the allocation"
+  check_output train-mpi "mpirun(\.sh)? -np $TRAIN_NP" "launched with mpirun (slurm/mpirun.sh) inside the allocation"
 fi
 if [ "$TEST_PROFILE" = 1 ] && check_state profile; then
   check_output profile '^test precision: [0-9.]+' "trainer's test precision under nsys.sh"
