@@ -92,7 +92,38 @@ nn_pick_launcher() {
   fi
 }
 
-# nn_launch NP PROGRAM [ARGS...]: NP ranks of PROGRAM with the chosen launcher.
+# _nn_exec CMD [ARGS...]: runs CMD and returns its status. With NN_LAUNCH_BG=1 CMD runs in
+# the background while the shell waits, so that the calling script's traps run at once
+# (bash defers a trap until a foreground command ends): NN_LAUNCH_PID is CMD's process id
+# meanwhile, and a wait cut short by a trap (nn_signal_launcher) is resumed.
+_nn_exec() {
+  if [ "${NN_LAUNCH_BG:-0}" != 1 ]; then
+    "$@"
+    return
+  fi
+  "$@" &
+  NN_LAUNCH_PID=$!
+  local st
+  while :; do
+    NN_LAUNCH_SIGNALLED=0
+    wait "$NN_LAUNCH_PID" && st=0 || st=$?
+    [ "$NN_LAUNCH_SIGNALLED" = 1 ] || break # a trap ran: the launcher may still be running
+  done
+  NN_LAUNCH_PID=
+  return "$st"
+}
+
+# nn_signal_launcher SIG: for a trap of a script that launched with NN_LAUNCH_BG=1: sends SIG
+# to the launcher, which passes it on to the ranks (srun forwards SIGUSR1 to its tasks;
+# slurm/mpirun.sh to mpirun, and mpirun to the ranks). Returns 1 when no launch is under way.
+nn_signal_launcher() {
+  NN_LAUNCH_SIGNALLED=1
+  [ -n "${NN_LAUNCH_PID:-}" ] || return 1
+  kill -s "$1" "$NN_LAUNCH_PID" 2>/dev/null
+}
+
+# nn_launch NP PROGRAM [ARGS...]: NP ranks of PROGRAM with the chosen launcher (in the
+# background with NN_LAUNCH_BG=1, see _nn_exec); returns the launcher's status.
 nn_launch() {
   local np=$1
   shift
@@ -112,7 +143,8 @@ nn_launch() {
     if [ -z "${OMPI_MCA_orte_tmpdir_base:-}" ]; then
       private=$(mktemp -d "${TMPDIR:-/tmp}/nn-ompi.XXXXXX") || nn_die "cannot create a directory under ${TMPDIR:-/tmp}"
     fi
-    OMPI_MCA_orte_tmpdir_base=${OMPI_MCA_orte_tmpdir_base:-$private} srun --ntasks="$np" "${flags[@]}" "$@" || status=$?
+    _nn_exec env OMPI_MCA_orte_tmpdir_base="${OMPI_MCA_orte_tmpdir_base:-$private}" \
+      srun --ntasks="$np" "${flags[@]}" "$@" || status=$?
     [ -z "$private" ] || rm -rf "$private"
     return "$status"
   else
@@ -123,6 +155,6 @@ nn_launch() {
       flags+=(--oversubscribe)
     fi
     echo "+ $MPIRUN -np $np${flags[*]:+ ${flags[*]}} $*"
-    "$MPIRUN" -np "$np" "${flags[@]}" "$@"
+    _nn_exec "$MPIRUN" -np "$np" "${flags[@]}" "$@"
   fi
 }

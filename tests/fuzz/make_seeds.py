@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 # Writes the fuzzers' seed corpora, tests/fuzz/corpus/{idx,checkpoint}/: tiny valid IDX files (raw,
-# gzip, two-member gzip) and valid checkpoints (float, double); and the hand-made limit probes in
+# gzip, two-member gzip) and valid checkpoints (float, double; version 1, and version 2 with a
+# training state); and the hand-made limit probes in
 # tests/fuzz/regressions/*/limit-* (headers declaring huge sizes in tiny files), which make test
 # replays with the fuzzers' fixed crashers. Deterministic (gzip mtime 0): python3 tests/fuzz/make_seeds.py.
 # All outputs are committed; the fuzzers add new inputs to their working corpus under build/ only.
@@ -49,6 +50,25 @@ write("idx", "labels-5.gz", gz(labels))
 write("checkpoint", "float-3-2-2", checkpoint(3, 2, 2, 4))
 write("checkpoint", "double-3-2-2", checkpoint(3, 2, 2, 8))
 write("checkpoint", "float-5-4-3", checkpoint(5, 4, 3, 4))
+
+
+def checkpoint_v2(D, H, C, precision, ranks, strategy, epoch, batch_done):
+    """Version 2 (docs/checkpoint.md): the v1 tensors, then a training state, then the CRC."""
+    v1 = checkpoint(D, H, C, precision)[:-4]
+    body = b"NNMNIST\0" + struct.pack("<I", 2) + v1[12:]
+    n_fit, n_val, B = 900, 100, 50  # batch_done < ceil(n_fit / B) = 18
+    body += struct.pack("<4Q2d", 7, B, n_fit, n_val, 0.5, 1e-4)
+    body += struct.pack("<5I", ranks, strategy, 4, 1, 0x1234ABCD)  # ranks strategy gemm shuffle data-CRC
+    body += struct.pack("<IQ", epoch, batch_done)
+    for r in range(ranks):  # the epoch so far: cross-entropy sum, correct count
+        body += struct.pack("<dQ", 10.25 + r, 17 + r)
+    for e in range(epoch):  # finished epochs: loss (a float value), train and validation accuracy
+        body += struct.pack("<3d", 1.5 / (e + 1), 0.6 + 0.01 * e, 0.65 + 0.02 * e)
+    return body + struct.pack("<I", zlib.crc32(body))
+
+
+write("checkpoint", "v2-float-3-2-2-p2-epoch1", checkpoint_v2(3, 2, 2, 4, ranks=2, strategy=0, epoch=1, batch_done=5))
+write("checkpoint", "v2-double-5-4-3-p3-model-epoch2", checkpoint_v2(5, 4, 3, 8, ranks=3, strategy=2, epoch=2, batch_done=0))
 
 # Limit probes: each must be refused before anything near the declared size is allocated.
 def probe(target, name, data):

@@ -15,6 +15,11 @@
 #   profile    slurm/profile.sbatch -> nsys.sh, with a stand-in `nsys` that only runs the
 #              program (no Nsight here); checks the wrapper's plumbing
 #   scaling    slurm/scaling.sbatch -> bench/scaling.sh, only with TEST_SCALING=1
+#   requeue    slurm/train.sbatch --save F --resume with a time limit of REQUEUE_TIME minutes
+#              (1) and --signal=B:USR1@REQUEUE_MARGIN (10 s), a training that needs a few
+#              of them: it must go through requeues by itself, end COMPLETED (exit 0:0) with
+#              Restarts >= 1 in `scontrol show job`, and its F must be byte-identical (cmp)
+#              to that of requeue-ref, the same training uninterrupted (same ranks, srun)
 # plus: sbatch refuses the scripts' own --gpus-per-task=1 here (no GPU gres), so the
 # override is what makes a CPU-only cluster work.
 #
@@ -26,6 +31,11 @@
 #   TEST_ARGS            gtest options for the test job (default: none, the full suite)
 #   TEST_PROFILE=1       0 skips the profile job
 #   TEST_SCALING=0       1 adds the scaling job (NP="1 2", SCALING_ARGS passed as arguments)
+#   TEST_REQUEUE=1       0 skips the requeue and requeue-ref jobs
+#   REQUEUE_ARGS="--epochs 30 --train-size 20000 --test-size 1000 --hidden 128 --save-every 100"
+#                        their training (~1.5 min of 2 ranks on 2 cores): it must need more
+#                        than one time limit, or nothing is requeued (then: FAIL)
+#   REQUEUE_TIME=1 REQUEUE_MARGIN=10   the requeue job's --time (minutes) and signal margin (s)
 #   SLURM_TEST_OUT=build/slurm   job outputs (*.out, profile/, scaling/) and daemon logs
 #                        (logs/); the previous run's are removed at start
 #   TIMEOUT=900          seconds for all jobs together; then they are cancelled: FAIL
@@ -43,6 +53,10 @@ TRAIN_ARGS=${TRAIN_ARGS:---epochs 1 --train-size 2000 --test-size 500 --hidden 3
 TEST_ARGS=${TEST_ARGS:-}
 TEST_PROFILE=${TEST_PROFILE:-1}
 TEST_SCALING=${TEST_SCALING:-0}
+TEST_REQUEUE=${TEST_REQUEUE:-1}
+REQUEUE_ARGS=${REQUEUE_ARGS:---epochs 30 --train-size 20000 --test-size 1000 --hidden 128 --save-every 100}
+REQUEUE_TIME=${REQUEUE_TIME:-1}
+REQUEUE_MARGIN=${REQUEUE_MARGIN:-10}
 SCALING_ARGS=${SCALING_ARGS:-}
 OUT=${SLURM_TEST_OUT:-build/slurm}
 TIMEOUT=${TIMEOUT:-900}
@@ -134,7 +148,7 @@ trap 'exit 130' INT TERM
 chmod 755 "$RUN" # munged: "execute permissions for all required" on the socket's directory
 mkdir -p "$RUN"/{state,spool,munge,stub}
 mkdir -p "$OUT"
-rm -rf "$OUT"/logs "$OUT"/profile "$OUT"/scaling "$OUT"/*.out # this script's own files only
+rm -rf "$OUT"/logs "$OUT"/profile "$OUT"/scaling "$OUT"/*.out "$OUT"/requeue*.ckpt # this script's own files only
 mkdir -p "$OUT/logs"
 OUT=$(cd "$OUT" && pwd)
 CONF=$RUN/slurm.conf
@@ -178,7 +192,9 @@ SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket=$SOCK
+# cred_expire: a requeued job waits cred_expire + 1 s before it may start again (default
+# 120 s); 15 s keeps the requeue job's restarts short.
+AuthInfo=socket=$SOCK,cred_expire=15
 StateSaveLocation=$RUN/state
 SlurmdSpoolDir=$RUN/spool
 SlurmctldPidFile=$RUN/slurmctld.pid
@@ -266,6 +282,14 @@ submit() {
 
 # shellcheck disable=SC2086  # TRAIN_ARGS is a list of options, split on purpose
 {
+  if [ "$TEST_REQUEUE" = 1 ]; then
+    # First in the queue: while it waits to restart, the other jobs use the node.
+    submit requeue NN_BUILD=cpu NN_BIN="$NN_TRAIN" NN_DATA="$NN_DATA" -- \
+      --gpus-per-task=0 --ntasks="$TRAIN_NP" --time="$REQUEUE_TIME" --signal="B:USR1@$REQUEUE_MARGIN" \
+      slurm/train.sbatch $REQUEUE_ARGS --save "$OUT/requeue.ckpt" --resume
+    submit requeue-ref NN_BUILD=cpu NN_BIN="$NN_TRAIN" NN_DATA="$NN_DATA" -- \
+      --gpus-per-task=0 --ntasks="$TRAIN_NP" slurm/train.sbatch $REQUEUE_ARGS --save "$OUT/requeue-ref.ckpt"
+  fi
   submit test NN_BUILD=cpu NN_TESTS="$NN_TESTS" NP_LIST="$NP_LIST" TEST_ARGS="$TEST_ARGS" -- \
     --gpus-per-task=0 --ntasks="$np_max" slurm/test.sbatch
   submit train NN_BUILD=cpu NN_BIN="$NN_TRAIN" NN_DATA="$NN_DATA" -- \
@@ -384,7 +408,7 @@ fi
 if check_state train-mpi; then
   check_output train-mpi '^test precision: [0-9.]+' "trainer's test precision"
   check_output train-mpi "^MPI ranks: $TRAIN_NP " "$TRAIN_NP ranks"
-  check_output train-mpi "mpirun -np $TRAIN_NP" "launched with mpirun inside the allocation"
+  check_output train-mpi "mpirun(\.sh)? -np $TRAIN_NP" "launched with mpirun (slurm/mpirun.sh) inside the allocation"
 fi
 if [ "$TEST_PROFILE" = 1 ] && check_state profile; then
   check_output profile '^test precision: [0-9.]+' "trainer's test precision under nsys.sh"
@@ -395,6 +419,30 @@ fi
 if [ "$TEST_SCALING" = 1 ] && check_state scaling; then
   n=$(find "$OUT/scaling" -name '*.csv' 2>/dev/null | wc -l)
   if [ "$n" -ge 1 ]; then pass "scaling: $n CSV file(s) in $OUT/scaling"; else fail "scaling: no CSV in $OUT/scaling"; fi
+fi
+
+if [ "$TEST_REQUEUE" = 1 ]; then
+  check_state requeue-ref && check_output requeue-ref '^test precision: [0-9.]+' "uninterrupted reference training"
+  if check_state requeue; then
+    line=$(scontrol -o show job "${job_of[requeue]}" 2>/dev/null || true)
+    restarts=$(sed -n 's/.* Restarts=\([0-9]*\).*/\1/p' <<<"$line")
+    limit=$(sed -n 's/.* TimeLimit=\([0-9:-]*\).*/\1/p' <<<"$line")
+    if [ "${restarts:-0}" -ge 1 ]; then
+      pass "requeue: job ${job_of[requeue]} (TimeLimit=$limit) was requeued $restarts time(s) and then COMPLETED"
+    else
+      fail "requeue: Restarts=${restarts:-?} in scontrol show job: the training never met its time limit (TimeLimit=$limit; make REQUEUE_ARGS bigger)"
+    fi
+    check_output requeue '^train.sbatch: SIGUSR1 at .*passed on' "Slurm's SIGUSR1 passed on to srun" "${restarts:-1}"
+    check_output requeue '^stopped by a signal after [0-9]+ steps; state saved' "the ranks saved and stopped (exit 75)" "${restarts:-1}"
+    check_output requeue '^train.sbatch: training stopped with its state saved \(exit 75\): requeueing job' "the script requeued the job" "${restarts:-1}"
+    check_output requeue '^resume: .*; continuing$' "every later run resumed the saved state" "${restarts:-1}"
+    check_output requeue '^test precision: [0-9.]+' "the last run finished the training"
+  fi
+  if [ -f "$OUT/requeue.ckpt" ] && [ -f "$OUT/requeue-ref.ckpt" ] && cmp "$OUT/requeue-ref.ckpt" "$OUT/requeue.ckpt"; then
+    pass "requeue: cmp $OUT/requeue-ref.ckpt $OUT/requeue.ckpt: byte-identical ($(stat -c %s "$OUT/requeue.ckpt") bytes)"
+  else
+    fail "requeue: the requeued run's --save file differs from the uninterrupted run's (or is missing)"
+  fi
 fi
 
 elapsed=$(($(date +%s) - start_time))
