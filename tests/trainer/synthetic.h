@@ -1,4 +1,4 @@
-// Shared by the trainer tests (test_train.cpp, test_strategies.cpp): synthetic, separable
+// Shared by the trainer tests (test_train.cpp, test_strategies.cpp, test_cpu_train.cpp, ...): synthetic, separable
 // data built on rank 0 only, a small configuration, and the two checks every training test
 // makes (the --verify replay within tolerance; every rank holds the same parameters).
 #pragma once
@@ -74,6 +74,13 @@ void expect_verified(const TrainResult& r) {
     std::printf("    [%s] relative errors W1 %.3g b1 %.3g W2 %.3g b2 %.3g\n",
                 std::is_same_v<T, double> ? "double" : "float", r.verify.W1, r.verify.b1, r.verify.W2,
                 r.verify.b2);
+}
+
+// The four tensors of a checkpoint in one vector, for bitwise comparisons of two runs.
+[[maybe_unused]] std::vector<double> flat(const Checkpoint& ck) {
+  std::vector<double> v = ck.W1;
+  for (const auto* t : {&ck.b1, &ck.W2, &ck.b2}) v.insert(v.end(), t->begin(), t->end());
+  return v;
 }
 
 // Every rank ends with bit-identical parameters (same reduced gradient, same update).

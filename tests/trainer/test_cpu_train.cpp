@@ -22,12 +22,6 @@
 namespace nn::train {
 namespace {
 
-std::vector<double> flat(const Checkpoint& ck) {
-  std::vector<double> v = ck.W1;
-  for (const auto* t : {&ck.b1, &ck.W2, &ck.b2}) v.insert(v.end(), t->begin(), t->end());
-  return v;
-}
-
 Config cpu_config(int H, std::size_t B, int epochs, Strategy st = Strategy::Allreduce) {
   Config c = small_config(H, B, epochs);
   c.device = Device::Cpu;

@@ -25,12 +25,6 @@
 namespace nn::train {
 namespace {
 
-std::vector<double> flat(const Checkpoint& ck) {
-  std::vector<double> v = ck.W1;
-  for (const auto* t : {&ck.b1, &ck.W2, &ck.b2}) v.insert(v.end(), t->begin(), t->end());
-  return v;
-}
-
 const Strategy kAll[] = {Strategy::Allreduce, Strategy::ParamServer, Strategy::Model};
 
 // n_fit = 54, B = 7: not a multiple of 2, 3 or 4, short last batch; H = 5 splits unevenly
