@@ -55,7 +55,9 @@ if have_cmd apt-get && [ "$(id -u)" -eq 0 ]; then
   echo "setup: installing with apt-get: ${missing_pkgs[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing_pkgs[@]}" >/dev/null
+  # (debconf's "delaying package configuration, since apt-utils is not installed" is noise)
+  apt-get install -y -qq --no-install-recommends "${missing_pkgs[@]}" >/dev/null \
+    2> >(grep -v '^debconf: delaying package configuration' >&2)
   check_all
   if [ ${#missing_pkgs[@]} -eq 0 ]; then echo "setup: all dependencies present"; exit 0; fi
   echo "setup: still missing after apt-get: ${missing_desc[*]}" >&2
