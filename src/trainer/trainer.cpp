@@ -322,7 +322,9 @@ RunFingerprint fingerprint_of(const Config& cfg, const HostData& data, const Siz
   f.reg = cfg.reg;
   f.ranks = static_cast<std::uint32_t>(comm::size());
   f.strategy = static_cast<std::uint32_t>(cfg.strategy);
-  f.gemm = static_cast<std::uint32_t>(cfg.gemm);
+  // --device cpu computes with BLAS whatever --gemm says: its own value, so that a run is
+  // never resumed on the other device (the bits differ; RunFingerprint::kCpuBlas).
+  f.gemm = cfg.device == Device::Cpu ? RunFingerprint::kCpuBlas : static_cast<std::uint32_t>(cfg.gemm);
   f.shuffle = cfg.shuffle ? 1 : 0;
   f.data_crc = data_crc(data, sz.n_fit);
   return f;
@@ -346,7 +348,10 @@ void check_fingerprint(const std::string& file, const RunFingerprint& was, const
   if (was.reg != now.reg) differ("--reg", shown_number(was.reg), shown_number(now.reg));
   if (was.ranks != now.ranks) differ("the number of MPI ranks", num(was.ranks), num(now.ranks));
   if (was.strategy != now.strategy) differ("--strategy", strat(was.strategy), strat(now.strategy));
-  if (was.gemm != now.gemm) differ("--gemm", num(was.gemm), num(now.gemm));
+  const auto gemm = [](std::uint32_t v) {
+    return v == RunFingerprint::kCpuBlas ? std::string("--device cpu (BLAS)") : "--device gpu --gemm " + std::to_string(v);
+  };
+  if (was.gemm != now.gemm) differ("the device and GEMM (--device, --gemm)", gemm(was.gemm), gemm(now.gemm));
   if (was.shuffle != now.shuffle)
     differ("shuffling (--no-shuffle)", was.shuffle ? "on" : "off", now.shuffle ? "on" : "off");
   if (was.data_crc != now.data_crc)

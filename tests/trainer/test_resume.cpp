@@ -183,6 +183,10 @@ TEST(Resume, ChangedOptionsAreRefusedByName) {
   x.strategy = Strategy::Model;
   expect_refused(x, "--strategy is allreduce in the saved run, model in this one");
   x = c;
+  x.device = Device::Cpu;  // other bits: BLAS instead of our GEMM
+  expect_refused(x, "the device and GEMM (--device, --gemm) is --device gpu --gemm " + std::to_string(c.gemm) +
+                        " in the saved run, --device cpu (BLAS) in this one");
+  x = c;
   x.hidden = 6;
   expect_refused(x, "set --hidden 5");
   x = c;
