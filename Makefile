@@ -36,11 +36,9 @@ NVTX_DIR  := $(if $(CUDA_HOME),$(wildcard $(CUDA_HOME)/include/nvtx3),)
 # ---- output: one short line per step (`  CC    cpu  src/main.cpp`); V=1 prints the commands ----
 # Compiler messages and errors always show in full; `make V=1` shows each command line too.
 ifeq ($(V),1)
-  Q    :=
-  step  =
+  step =
 else
-  Q    := @
-  step  = @printf '  %-5s %s\n' '$(1)' '$(if $(2),$(2)  )$(3)';
+  step = @printf '  %-5s %s\n' '$(1)' '$(if $(2),$(2)  )$(3)';
 endif
 
 # ---- configuration -> build directory (configurations never share objects) ----
