@@ -202,6 +202,15 @@ std::string select_device(std::string& description, std::string& name) {
   return "";
 }
 
+// GPGPU-Sim (tests/gpgpusim/run.sh) executes our kernels' PTX but has no cuBLAS (CUDA 13's
+// ships no PTX) and no stream capture: say so in one line instead of failing inside them.
+std::string simulator_limits(const std::string& device_name, const Config& cfg) {
+  if (device_name.rfind("GPGPU-Sim", 0) != 0) return "";
+  if (cfg.gemm == 0) return "--gemm 0 (cuBLAS) does not run on GPGPU-Sim; use --gemm 1-4";
+  if (cfg.graph) return "--graph (CUDA Graphs) does not run on GPGPU-Sim; leave it out";
+  return "";
+}
+
 struct FileCloser {
   void operator()(std::FILE* f) const { if (f) std::fclose(f); }
 };
@@ -546,6 +555,7 @@ Setup<T, Model> setup(const Config& cfg, const HostData& data) {
   } else {
     // A GPU per rank (a rank without one stops everybody with one message).
     all_ranks_ok(select_device(dev_desc, s.device_name));
+    all_ranks_ok(simulator_limits(s.device_name, cfg));
     if (cfg.mpi_device) {
       const std::string why = comm::device_pointer_support();
       all_ranks_ok(why.empty() ? "" : "--mpi device: " + why);
