@@ -321,6 +321,7 @@ peer: $(CPU_TRAIN) data $(if $(and $(HAVE_NVCC),$(GPU_VISIBLE)),$(CUDA_TRAIN))
 include tests/slurm/slurm.mk
 include tests/fuzz/fuzz.mk
 include tests/cli/cli.mk
+include tests/gpgpusim/gpgpusim.mk
 include bench/scaling.mk
 
 clean:
@@ -340,6 +341,9 @@ help:
 	@echo "make test-cli    bad input (every corrupt IDX class, bad options, bad checkpoints) and a killed rank, end to end"
 	@echo "make test-slurm  a local one-node Slurm cluster (root): submit slurm/*.sbatch, check COMPLETED"
 	@echo "make sanitize-gpu  compute-sanitizer memcheck/racecheck/synccheck on the CUDA tests (GPU only)"
+	@echo "make gpgpusim      build GPGPU-Sim (pinned commit + tests/gpgpusim/gpgpu-sim.patch), cached in ~/.cache/nn-gpgpusim"
+	@echo "make test-gpgpusim the CUDA build (nvcc's code) on GPGPU-Sim: kernel tests, nn_train at 2 ranks (root in CI)"
+	@echo "make bench-gpgpusim modeled GEMM cycles on GPGPU-Sim's QV100 and RTX 3070 models (slow; not a GPU measurement)"
 	@echo "make fuzz    libFuzzer on the IDX parser and checkpoint reader, FUZZ_SECONDS=60 each (clang)"
 	@echo "make setup   check/install dependencies"
 	@echo "make clean   remove $(BUILD)/"
