@@ -5,8 +5,12 @@
 # instructions per second per core: the layer-1 GEMMs at H=256, b=50 take about two minutes
 # each, at b=3000 well over an hour, so the default grid is H=256, b=50 (GRID=full: H=256,512 x
 # b=50,100,1500,3000).
-#   bench/gpgpusim_cycles.sh GEMM_CYCLES_BIN OUT_DIR      (GRID=quick|full, MODELS, VARIANTS, JOBS)
-# Writes OUT_DIR/gemm_cycles.csv and OUT_DIR/gemm_cycles.md (and gemm_cycles.png with matplotlib).
+#   bench/gpgpusim_cycles.sh GEMM_CYCLES_BIN OUT_DIR
+#   environment: GRID=quick|full, MODELS="qv100 rtx3070", VARIANTS="1 2 3 4", SHAPES (names or
+#   prefixes of the five GEMMs, e.g. "fwd2 bwd_dW2 bwd_dA1"), JOBS (parallel simulations),
+#   APPEND=1 (add to the CSV instead of starting it anew), STEP=0 (no training step)
+# Writes OUT_DIR/gemm_cycles.csv and OUT_DIR/gemm_cycles.md (and gemm_cycles.png with matplotlib);
+# the table holds every row of the CSV, so runs with APPEND=1 build it up piece by piece.
 set -euo pipefail
 bin=$1 out=$2
 here=$(cd "$(dirname "$0")" && pwd)
@@ -36,6 +40,10 @@ jobs_file=$(mktemp)
 trap 'rm -f "$jobs_file"' EXIT
 for model in $MODELS; do for H in $HS; do for b in $BS; do
   shapes "$H" "$b" | while read -r name M N K oa ob ep; do
+    if [ -n "${SHAPES:-}" ]; then
+      keep=0; for p in $SHAPES; do case "$name" in "$p"*) keep=1;; esac; done
+      [ $keep = 1 ] || continue
+    fi
     for v in $VARIANTS; do echo "$model $H $b $name $v $M $N $K $oa $ob $ep"; done
   done
 done; done; done > "$jobs_file"
@@ -55,7 +63,7 @@ one() {
 export -f one
 export run bin
 csv=$out/gemm_cycles.csv
-echo "model,H,b,gemm,variant,M,N,K,ops,epilogue,cycles,wall_s" > "$csv"
+[ "${APPEND:-0}" = 1 ] && [ -s "$csv" ] || echo "model,H,b,gemm,variant,M,N,K,ops,epilogue,cycles,wall_s" > "$csv"
 xargs -P "$JOBS" -L 1 bash -c 'one "$@"' _ < "$jobs_file" | tee -a "$csv"
 source "$here/../tests/gpgpusim/common.sh"
 "${PLOTS_PYTHON:-/usr/bin/python3}" "$here/gpgpusim_table.py" "$csv" "$out" "$GPGPUSIM_HOME"

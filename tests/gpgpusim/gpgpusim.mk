@@ -22,7 +22,7 @@ test-gpgpusim: gpgpusim $(GPGPUSIM_PROGS) $(CUDA_TESTS) $(CUDA_TRAIN) data
 	@$(MPI_ENV) MPIRUN="$(MPIRUN)" MPIRUN_FLAGS="$(MPIRUN_FLAGS)" \
 	  bash $(GPGPUSIM_TESTS)/test.sh $(CUDA_DIR)/bin $(GPGPUSIM_OUT)/bin data/current
 
-BENCH_GPGPUSIM_OUT ?= bench/results/gpgpusim
+BENCH_GPGPUSIM_OUT ?= $(BUILD)/bench-gpgpusim
 bench-gpgpusim: gpgpusim $(CUDA_DIR)/bin/gemm_cycles $(CUDA_TRAIN) data
 	@$(MPI_ENV) PLOTS_PYTHON=$(PLOTS_PYTHON) NN_TRAIN=$(CUDA_TRAIN) DATA=data/current \
 	  bash bench/gpgpusim_cycles.sh $(CUDA_DIR)/bin/gemm_cycles $(BENCH_GPGPUSIM_OUT)

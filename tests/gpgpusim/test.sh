@@ -3,7 +3,8 @@
 #   1. the simulator fixes, each by a standalone program with known answers (programs/*.cu);
 #   2. the CUDA build's own kernel tests (tests/kernels: every GEMM variant 1-4 and transpose,
 #      the split-K plans, every ops.cu kernel, at the CUDA build's grid sizes) less those that
-#      cannot run here, listed in SKIPPED below with the reason;
+#      cannot run here, listed in SKIPPED below with the reason; then a check, from the
+#      simulator's logs, that every __global__ kernel of kernels/ ran (the cuBLAS epilogue aside);
 #   3. nn_train of the CUDA build at 2 ranks, one simulated GPU each, --gemm 4 and --gemm 2,
 #      overlap on: --verify must pass and a test precision be printed; --gemm 0 and --graph must
 #      be refused in one line.
@@ -39,7 +40,7 @@ done
 #   GemmApi.InvalidArgumentsThrow: its valid-argument half calls variant 0 (cuBLAS);
 #   GemmApi.WideProblemsRunInColumnChunks: N > 4 million columns, about 6.5 minutes
 #     functional on 2 cores (measured); the chunking it checks is host code.
-KERNEL_TESTS='Gemm*:Ops*:AllVariants/GemmVariant.*'
+KERNEL_TESTS=${GPGPUSIM_KERNEL_TESTS:-'Gemm*:Ops*:AllVariants/GemmVariant.*'}  # the override is for debugging
 SKIPPED='*cublas*:GemmApi.InvalidArgumentsThrow:GemmApi.WideProblemsRunInColumnChunks'
 # In SHARDS processes at once (gtest's sharding), one simulated GPU each: one per core.
 SHARDS=${GPGPUSIM_SHARDS:-$(nproc)}
@@ -61,6 +62,18 @@ if [ $rc -eq 0 ] && [ "$n_ok" -gt 0 ] && [ "$n_fail" -eq 0 ]; then
 else
   bad "nn_tests (CUDA build) kernel tests, exit $rc, $n_ok passed, $n_fail failed:"
   grep -E 'FAILED|Failure|error|gpgpusim:' "$out/kernels.txt" | head -n 30 | sed 's/^/    /'
+fi
+
+# Every kernel of kernels/ must have executed in those tests, but the cuBLAS path's epilogue.
+cublas_only=gemm_bias_epilogue_kernel
+defined=$(grep -h -A1 '__global__' "$here"/../../kernels/*.cu | grep -o '[a-z_0-9]*_kernel' | sort -u)
+executed=$(sed -n 's/^GPGPU-Sim: Performing Functional Simulation, executing kernel \(.*\)\.\.\.$/\1/p' \
+             "$out"/sim-kernels*/sim.log 2>/dev/null | c++filt | grep -o '[a-z_0-9]*_kernel' | sort -u)
+missing=$(comm -23 <(echo "$defined") <(echo "$executed") | grep -vx "$cublas_only" | tr '\n' ' ')
+if [ -n "$defined" ] && [ -z "$missing" ]; then
+  ok "every kernel of kernels/ executed on GPGPU-Sim: $(echo "$defined" | grep -cvx "$cublas_only") of $(echo "$defined" | wc -l) ($cublas_only serves cuBLAS only)"
+else
+  bad "kernels of kernels/ that never executed on GPGPU-Sim: ${missing:-none found at all}"
 fi
 
 # ---- 3. nn_train at 2 ranks ----
