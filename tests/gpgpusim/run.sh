@@ -76,7 +76,7 @@ rc=$?
 if [ ! -s "$dir/sim.log" ]; then
   # Nothing of the simulator ran: a static cudart (nvcc's default: link with -cudart shared), or
   # an RPATH that names a real libcudart before LD_LIBRARY_PATH.
-  echo "error: gpgpusim: $(basename "$prog") did not load GPGPU-Sim's libcudart (exit $rc); build it with -cudart shared" >&2
+  echo "error: gpgpusim: no simulator log in $dir (exit $rc): $(basename "$prog") did not load GPGPU-Sim's libcudart (build it with -cudart shared), or the directory was removed while it ran" >&2
   exit $(( rc ? rc : 2 ))
 fi
 if [ "$model" != functional ]; then
