@@ -1,5 +1,5 @@
 # Two builds of the same sources:
-#   CPU build  (build/cpu*):  every .cu through the SIMT emulator (kernels/sim/simcc);
+#   CPU build  (build/cpu*):  every .cu through the SIMT emulator (sim/simcc);
 #                             always built; this is what `make test` runs without a GPU.
 #   CUDA build (build/cuda*): .cu through nvcc, linked with cudart and cuBLAS; built
 #                             whenever nvcc is found (GPU or not), run only on a GPU.
@@ -33,7 +33,7 @@ CUDA_GENCODE := $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a)
                 -gencode arch=compute_$(lastword $(CUDA_ARCH)),code=compute_$(lastword $(CUDA_ARCH))
 NVTX_DIR  := $(if $(CUDA_HOME),$(wildcard $(CUDA_HOME)/include/nvtx3),)
 
-# ---- output: one short line per step (`  CC    cpu  src/main.cpp`); V=1 prints the commands ----
+# ---- output: one short line per step (`  CC    cpu  src/app/main.cpp`); V=1 prints the commands ----
 # Compiler messages and errors always show in full; `make V=1` shows each command line too.
 ifeq ($(V),1)
   step =
@@ -58,19 +58,19 @@ CXXFLAGS_COMMON := -std=c++20 $(OPT) $(WARN) $(DEFS) $(INCLUDES) -MMD -MP
 LIBS     := -larmadillo -lz -pthread
 
 # ---- sources --------------------------------------------------------------------
-HOST_SRCS   := $(sort $(filter-out src/main.cpp,$(wildcard src/*/*.cpp src/*.cpp)))
-KERNEL_SRCS := $(sort $(wildcard kernels/*.cu))
+HOST_SRCS   := $(sort $(filter-out src/app/main.cpp,$(wildcard src/*/*.cpp src/*.cpp)))
+KERNEL_SRCS := $(sort $(wildcard kernels/*/*.cu))
 TEST_SRCS   := $(sort $(filter-out tests/nvtx/% tests/fuzz/%,$(wildcard tests/*.cpp tests/*/*.cpp)))
 TEST_CU     := $(sort $(wildcard tests/*/*.cu))
 BENCH_SRCS  := $(sort $(wildcard bench/*.cpp))
-SIM_SRCS    := $(sort $(wildcard kernels/sim/runtime/*.cpp))
+SIM_SRCS    := $(sort $(wildcard sim/runtime/*.cpp))
 
 obj = $(addprefix $(1)/obj/,$(addsuffix .o,$(basename $(2))))
 
 # ---- CPU (emulator) build ----------------------------------------------------------
-SIMCC        := kernels/sim/simcc
+SIMCC        := sim/simcc
 CPU_NVTX_INC := $(if $(NVTX_DIR),-I$(CPU_DIR)/nvtx-include)
-CPU_CXXFLAGS := $(CXXFLAGS_COMMON) -DSIM_EMULATOR=1 -Ikernels/sim/include $(CPU_NVTX_INC) $(SANFLAGS)
+CPU_CXXFLAGS := $(CXXFLAGS_COMMON) -DSIM_EMULATOR=1 -Isim/include $(CPU_NVTX_INC) $(SANFLAGS)
 CPU_HOST_OBJ := $(call obj,$(CPU_DIR),$(HOST_SRCS))
 CPU_KERN_OBJ := $(call obj,$(CPU_DIR),$(KERNEL_SRCS))
 CPU_TEST_OBJ := $(call obj,$(CPU_DIR),$(TEST_SRCS) $(TEST_CU))
@@ -79,7 +79,7 @@ CPU_LIB      := $(CPU_DIR)/libnn.a
 CPU_SIMLIB   := $(CPU_DIR)/libsim.a
 CPU_TRAIN    := $(CPU_DIR)/bin/nn_train
 CPU_TESTS    := $(CPU_DIR)/bin/nn_tests
-# -lopenblas: the emulated cuBLAS (kernels/sim/runtime/cublas.cpp) computes on OpenBLAS's CBLAS.
+# -lopenblas: the emulated cuBLAS (sim/runtime/cublas.cpp) computes on OpenBLAS's CBLAS.
 CPU_LDLIBS   := $(LIBS) -lopenblas -lboost_context $(SANFLAGS)
 
 # The emulator's view of NVTX: only the header-only nvtx3 directory, never the rest of
@@ -104,7 +104,7 @@ $(CPU_LIB): $(CPU_HOST_OBJ) $(CPU_KERN_OBJ)
 $(CPU_SIMLIB): $(CPU_SIM_OBJ)
 	$(call step,AR,cpu,$(notdir $@))rm -f $@ && ar rcs $@ $^
 
-$(CPU_TRAIN): $(CPU_DIR)/obj/src/main.o $(CPU_LIB) $(CPU_SIMLIB)
+$(CPU_TRAIN): $(CPU_DIR)/obj/src/app/main.o $(CPU_LIB) $(CPU_SIMLIB)
 	@mkdir -p $(dir $@)
 	$(call step,LINK,cpu,$(notdir $@))$(MPICXX) $^ $(CPU_LDLIBS) -o $@
 
@@ -149,7 +149,7 @@ $(CUDA_DIR)/obj/%.o: %.cu | setup
 $(CUDA_LIB): $(CUDA_HOST_OBJ) $(CUDA_KERN_OBJ)
 	$(call step,AR,cuda,$(notdir $@))rm -f $@ && ar rcs $@ $^
 
-$(CUDA_TRAIN): $(CUDA_DIR)/obj/src/main.o $(CUDA_LIB)
+$(CUDA_TRAIN): $(CUDA_DIR)/obj/src/app/main.o $(CUDA_LIB)
 	@mkdir -p $(dir $@)
 	$(call step,LINK,cuda,$(notdir $@))$(MPICXX) $^ $(CUDA_LDLIBS) -o $@
 
@@ -193,7 +193,7 @@ SAN_ENV = ASAN_OPTIONS=intercept_strchr=0:detect_leaks=
 # covers forward, reverse and seeded-random schedules; the 1-rank run uses two emulator
 # workers (blocks on two OS threads, as `make run` does on a 2-core machine) (tests that depend on the order
 # also loop over all three themselves).
-# Every run uses the emulator's default lazy streams (kernels/sim/runtime/lazy.cpp): work on
+# Every run uses the emulator's default lazy streams (sim/runtime/lazy.cpp): work on
 # created streams runs only when a wait or sync forces it, so a missing one shows as wrong
 # data, and event/stream queries answer "not ready" while work is pending. SIM_STREAMS=sync
 # (set it in the environment of make) turns that off for debugging.
@@ -236,8 +236,8 @@ endif
 # The emulator's standalone checks: simcc builds plain CUDA programs, faults in the default
 # abort mode end the process with the right message, ASan sees out-of-bounds kernel writes.
 test-sim-examples: setup
-	@echo "== kernels/sim/examples/verify.sh (standalone simcc programs, abort-mode faults, ASan) =="
-	@SIMCC_CACHE_DIR=$(abspath $(BUILD))/simcc-cache bash kernels/sim/examples/verify.sh $(BUILD)/sim-examples
+	@echo "== sim/examples/verify.sh (standalone simcc programs, abort-mode faults, ASan) =="
+	@SIMCC_CACHE_DIR=$(abspath $(BUILD))/simcc-cache bash sim/examples/verify.sh $(BUILD)/sim-examples
 # The build itself (tests/build): the dependency graph from make's own database (setup before
 # everything, `make run` builds only what it runs, `make` both builds), then simultaneous
 # launches through slurm/mpirun.sh, which must never collide.
@@ -280,7 +280,7 @@ data: setup
 # On a GPU the CUDA build's full-size GEMM lab runs; otherwise emulator figures only.
 BENCH_OUT ?= $(BUILD)/bench
 SIM_BENCH := $(CPU_DIR)/bin/sim_bench_tiled
-$(SIM_BENCH): kernels/sim/examples/bench_tiled.cu $(CPU_SIMLIB) | setup
+$(SIM_BENCH): sim/examples/bench_tiled.cu $(CPU_SIMLIB) | setup
 	@mkdir -p $(dir $@)
 	$(call step,SIMCC,cpu,$<)$(PYTHON) $(SIMCC) -O2 $(SANFLAGS) --no-sim-runtime $< $(CPU_SIMLIB) -lboost_context -pthread -o $@
 bench: all $(SIM_BENCH)

@@ -33,7 +33,7 @@ need() {  # need <debian-package> <description> <check command...>
 check_all() {
   missing_pkgs=(); missing_desc=()
   need g++                   "a C++20 compiler"                 have_cmd "$CXX"
-  need python3               "python3 (runs kernels/sim/simcc)" have_cmd python3
+  need python3               "python3 (runs sim/simcc)" have_cmd python3
   need openmpi-bin           "mpirun"                           have_cmd mpirun
   need libopenmpi-dev        "MPI C++ wrapper $MPICXX"          have_cmd "$MPICXX"
   need libarmadillo-dev      "Armadillo"                        have_lib armadillo -larmadillo

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "common/device_buffer.h"
-#include "gemm.h"
+#include "gemm/gemm.h"
 
 namespace {
 

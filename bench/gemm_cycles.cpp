@@ -10,7 +10,7 @@
 
 #include "common/check.h"
 #include "common/device_buffer.h"
-#include "gemm.h"
+#include "gemm/gemm.h"
 
 int main(int argc, char** argv) {
   if (argc != 8) {

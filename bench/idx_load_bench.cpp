@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "data/idx.h"
+#include "io/idx.h"
 
 int main(int argc, char** argv) {
   if (argc < 2 || argc > 3) {

@@ -14,7 +14,7 @@ if [[ -z $bench ]]; then
   trap 'rm -rf "$tmp"' EXIT
   bench=$tmp/idx_load_bench
   "${CXX:-g++}" -std=c++20 -O2 -I"$root/src" -I"$root/kernels" \
-    "$root/src/data/idx.cpp" "$root/bench/idx_load_bench.cpp" -lz -o "$bench"
+    "$root/src/io/idx.cpp" "$root/bench/idx_load_bench.cpp" -lz -o "$bench"
 fi
 
 zcat "$file" >/dev/null  # warm the page cache so neither side pays for the disk

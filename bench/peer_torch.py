@@ -158,7 +158,7 @@ def run(rank, a):
 
     D, H, C = xs.shape[1], a.hidden, 10
 
-    def glorot(rows, cols):  # Glorot-uniform, as src/model/init.h (different generator)
+    def glorot(rows, cols):  # Glorot-uniform, as src/schedule/init.h (different generator)
         lim = (6.0 / (rows + cols)) ** 0.5
         return ((torch.rand(rows, cols) * 2 - 1) * lim).to(dev).requires_grad_()
 

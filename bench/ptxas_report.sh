@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Compiles every kernels/*.cu with `nvcc -Xptxas -v` for each architecture and prints one
+# Compiles every kernels/*/*.cu with `nvcc -Xptxas -v` for each architecture and prints one
 # line per kernel: registers, shared memory, stack, spill stores/loads. Exits non-zero if
 # any kernel spills. Run: bench/ptxas_report.sh [arch...]   (default: 80 90; needs nvcc)
 set -euo pipefail
@@ -9,7 +9,7 @@ archs=("$@"); [ ${#archs[@]} -gt 0 ] || archs=(80 90)
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 spills=0
 for arch in "${archs[@]}"; do
-  for f in kernels/*.cu; do
+  for f in kernels/*/*.cu; do
     "$NVCC" -std=c++20 -O3 -arch="sm_$arch" -Xptxas -v -Isrc -Ikernels -c "$f" -o "$tmp/k.o" 2>"$tmp/log"
     # ptxas prints "Compiling entry function 'NAME'" then "Used N registers, ... smem ..."
     # and "N bytes stack frame, N bytes spill stores, N bytes spill loads".

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "data/idx.h"
+#include "io/idx.h"
 #include "reference/ref_net.h"
 
 namespace {
@@ -98,7 +98,7 @@ int run(const Options& o) {
   const auto train = nn::data::load_split(o.data, "train");
   const auto test = nn::data::load_split(o.data, "t10k");
   const std::size_t D = train.images.dim();
-  // nn_train's split (src/trainer/trainer.cpp): the first train_size images, the tail
+  // nn_train's split (src/train/trainer.cpp): the first train_size images, the tail
   // floor(n * val_fraction) of them held out for validation, the rest fitted.
   const std::size_t n_used = o.train_size ? o.train_size : train.size();
   if (n_used > train.size()) {

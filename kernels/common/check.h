@@ -1,6 +1,6 @@
-// One error idiom for the whole project: CUDA_CHECK / CUBLAS_CHECK throw with file:line,
+// The CUDA error idiom: CUDA_CHECK throws nn::InternalError (errors.h) with file:line,
 // CUDA_CHECK_NOTHROW prints (for destructors), CHECK_LAUNCH checks a kernel launch.
-// The same code compiles in the CUDA build and in the emulator build (kernels/sim).
+// The same code compiles in the CUDA build and in the emulator build (sim).
 #pragma once
 #include <cstdio>
 #include <stdexcept>
@@ -8,17 +8,9 @@
 
 #include <cuda_runtime.h>
 
+#include "common/errors.h"
+
 namespace nn {
-
-// An internal fault (a CUDA or library error): the job aborts, unlike a user error.
-struct InternalError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-// A user error (bad file, bad flag): one clear line on rank 0, non-zero exit everywhere.
-struct UserError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
 
 [[noreturn]] inline void throw_cuda(cudaError_t e, const char* what, const char* file, int line) {
   throw InternalError(std::string(file) + ":" + std::to_string(line) + ": " + what + ": " +

@@ -1,6 +1,6 @@
 // RAII owners of a CUDA stream, an event and an instantiated CUDA graph, for the trainer's
 // compute/copy streams, the overlap events and the --graph replays. Same code in the CUDA
-// and the emulator build (kernels/sim implements streams, events and stream capture).
+// and the emulator build (sim implements streams, events and stream capture).
 #pragma once
 #include <cstddef>
 #include <utility>

@@ -41,7 +41,7 @@ std::uint64_t sum(std::uint64_t value);
 // Rank 0's string reaches every rank.
 std::string broadcast(const std::string& s);
 
-// ---- data-parallel training (src/trainer) ----
+// ---- data-parallel training (src/train) ----
 // In-place sum over ranks of n values (MPI_IN_PLACE, MPI_SUM) on host or pinned memory;
 // buffers longer than INT_MAX elements go in several calls. Every rank passes the same n.
 void allreduce_sum(float* buf, std::size_t n);

@@ -1,7 +1,7 @@
 // The gradient-exchange primitives of the communication strategies: non-blocking allreduce
 // (overlap), the Send/Recv parameter server, gathering model-parallel slices, and the
 // CUDA-aware-MPI query. Still src/comm, still the only MPI user. Tested by
-// tests/comm/test_strategies.cpp at 1-4 ranks and through the trainer (tests/trainer).
+// tests/comm/test_strategies.cpp at 1-4 ranks and through the trainer (tests/train).
 #include <mpi.h>
 #if __has_include(<mpi-ext.h>)
 #include <mpi-ext.h>  // Open MPI: MPIX_CUDA_AWARE_SUPPORT, MPIX_Query_cuda_support

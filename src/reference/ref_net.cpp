@@ -9,8 +9,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "model/init.h"
-#include "model/schedule.h"
+#include "schedule/init.h"
+#include "schedule/schedule.h"
 
 namespace nn::ref {
 
@@ -54,7 +54,7 @@ arma::uvec argmax_cols(const arma::Mat<T>& z) {
 
 template <class T>
 Params<T> make_params(int D, int H, int C, std::uint64_t seed) {
-  const model::InitParams ip = model::init_params(D, H, C, seed);
+  const schedule::InitParams ip = schedule::init_params(D, H, C, seed);
   // arma::conv_to applies static_cast element by element.
   Params<T> p;
   p.W1 = arma::conv_to<arma::Mat<T>>::from(arma::mat(ip.W1.data(), arma::uword(H), arma::uword(D)));
@@ -211,14 +211,14 @@ Params<T> train(const std::uint8_t* X_u8, std::size_t D, const std::vector<std::
   std::array<T, 256> lut{};
   for (int v = 0; v < 256; ++v) lut[std::size_t(v)] = static_cast<T>(v) / T(255);
 
-  const std::vector<model::Batch> bs = model::batches(N, cfg.batch);
+  const std::vector<schedule::Batch> bs = schedule::batches(N, cfg.batch);
   arma::Mat<T> Xb;  // reused; only the last (smaller) batch reallocates
   for (int e = 0; e < cfg.epochs; ++e) {
     const auto t0 = std::chrono::steady_clock::now();
-    const std::vector<std::uint32_t> order = model::epoch_order(N, cfg.seed, e, cfg.shuffle);
+    const std::vector<std::uint32_t> order = schedule::epoch_order(N, cfg.seed, e, cfg.shuffle);
     double loss_sum = 0.0;
     std::size_t hits = 0;
-    for (const model::Batch& b : bs) {
+    for (const schedule::Batch& b : bs) {
       const std::span<const std::uint32_t> idx(order.data() + b.begin, b.count);
       Xb.set_size(D, b.count);
       for (std::size_t j = 0; j < b.count; ++j) {

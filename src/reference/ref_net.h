@@ -39,7 +39,7 @@ struct Cache {
   arma::Row<T> lse;
 };
 
-// Parameters from nn::model::init_params(D, H, C, seed), each value static_cast to T.
+// Parameters from nn::schedule::init_params(D, H, C, seed), each value static_cast to T.
 template <class T>
 Params<T> make_params(int D, int H, int C, std::uint64_t seed);
 
@@ -98,14 +98,14 @@ struct TrainConfig {
   int classes = 10;  // C; every label must be < classes
 };
 struct EpochStats {
-  int epoch;          // 0-based: the value passed to nn::model::epoch_order
+  int epoch;          // 0-based: the value passed to nn::schedule::epoch_order
   double loss;        // sample-weighted mean of the batch losses (J incl. reg) before each update
   double train_acc;   // running accuracy of those same forward passes (no extra pass)
   double seconds;     // wall time of the epoch
 };
 
 // X_u8: D x N uint8 column-major images, N = labels.size(). Batches follow
-// nn::model::epoch_order / batches; a batch's columns are gathered and normalised as
+// nn::schedule::epoch_order / batches; a batch's columns are gathered and normalised as
 // static_cast<T>(v) / T(255) (a correctly rounded division; v * (1/255) would differ).
 // Parameters start from make_params<T>(D, hidden, classes, seed).
 template <class T>

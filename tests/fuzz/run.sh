@@ -11,19 +11,19 @@ CLANGXX=${CLANGXX:-clang++}
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
 ALL_TARGETS=(idx checkpoint)
 
-# Each target is its source plus the one parser it fuzzes (no MPI, no emulator runtime;
-# common/check.h only needs the emulator's cuda_runtime.h declarations, never its library).
+# Each target is its source plus the one parser it fuzzes (no MPI, no CUDA, no emulator:
+# both parsers include only the CUDA-free common/errors.h).
 sources_of() {
   case $1 in
-    idx) echo "tests/fuzz/targets/fuzz_idx.cpp src/data/idx.cpp" ;;
-    checkpoint) echo "tests/fuzz/targets/fuzz_checkpoint.cpp src/trainer/checkpoint.cpp" ;;
+    idx) echo "tests/fuzz/targets/fuzz_idx.cpp src/io/idx.cpp" ;;
+    checkpoint) echo "tests/fuzz/targets/fuzz_checkpoint.cpp src/io/checkpoint.cpp" ;;
     *) echo "run.sh: unknown target '$1' (known: ${ALL_TARGETS[*]})" >&2; return 1 ;;
   esac
 }
 # -fno-sanitize-recover: UBSan otherwise prints and carries on, and libFuzzer would not stop.
 # shellcheck disable=SC2054  # the commas belong to -fsanitize=, they do not separate elements
 CXXFLAGS=(-std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
-          -fno-omit-frame-pointer -Wall -Wextra -Isrc -Ikernels -Ikernels/sim/include -DSIM_EMULATOR=1)
+          -fno-omit-frame-pointer -Wall -Wextra -Isrc -Ikernels)
 
 # Can $CLANGXX link a libFuzzer + sanitizer program using zlib? (clang alone is not enough:
 # on Debian 12 the libFuzzer runtime is in libclang-rt-14-dev, reached via libclang-rt-dev.)

@@ -66,7 +66,7 @@ fi
 
 # Every kernel of kernels/ must have executed in those tests, but the cuBLAS path's epilogue.
 cublas_only=gemm_bias_epilogue_kernel
-defined=$(grep -h -A1 '__global__' "$here"/../../kernels/*.cu | grep -o '[a-z_0-9]*_kernel' | sort -u)
+defined=$(grep -h -A1 '__global__' "$here"/../../kernels/*/*.cu | grep -o '[a-z_0-9]*_kernel' | sort -u)
 executed=$(sed -n 's/^GPGPU-Sim: Performing Functional Simulation, executing kernel \(.*\)\.\.\.$/\1/p' \
              "$out"/sim-kernels*/sim.log 2>/dev/null | c++filt | grep -o '[a-z_0-9]*_kernel' | sort -u)
 missing=$(comm -23 <(echo "$defined") <(echo "$executed") | grep -vx "$cublas_only" | tr '\n' ' ')

@@ -1,4 +1,4 @@
-// Tests of nn::gemm (kernels/gemm*.cu): every available variant against a double-precision CPU
+// Tests of nn::gemm (kernels/gemm/*.cu): every available variant against a double-precision CPU
 // reference, all op(A)/op(B) combinations, alpha/beta, in place, padded ld, epilogues, float and
 // double, under every emulator thread order; plus argument validation and variant 4's tiles/split-K.
 #include <gtest/gtest.h>
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "common/device_buffer.h"
-#include "gemm.h"
+#include "gemm/gemm.h"
 #include "schedules.h"
 
 namespace {

@@ -1,4 +1,4 @@
-// Tests of the elementwise and reduction kernels (kernels/ops.cu) against straightforward
+// Tests of the elementwise and reduction kernels (kernels/ops/ops.cu) against straightforward
 // CPU computations in double, for float and double, each under every emulator thread order
 // (schedules.h). Part of nn_tests: `make test` (emulator) or the CUDA build on a GPU.
 #include <gtest/gtest.h>
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "common/device_buffer.h"
-#include "ops.h"
+#include "ops/ops.h"
 #include "schedules.h"
 
 namespace {

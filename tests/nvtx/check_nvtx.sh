@@ -94,7 +94,7 @@ def check(ok, what):
 
 
 # Where each course range may be opened: the set of allowed *immediate* parents
-# (None = outermost). From src/trainer/trainer.cpp and src/trainer/device_model.cpp:
+# (None = outermost). From src/train/trainer.cpp and src/model/device_model.cpp:
 #   train_on: "train setup" (setup()), then "GPU parallel train" around the epochs;
 #   each batch: "batch iteration" { forward_backward: "forward", "backward";
 #     at >1 rank "cudaMemcpyDeviceToHost", "MPI_Allreduce", "cudaMemcpyHostToDevice";

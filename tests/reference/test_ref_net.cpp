@@ -11,19 +11,19 @@
 #include <utility>
 #include <vector>
 
-#include "model/init.h"
-#include "model/rng.h"
-#include "model/schedule.h"
+#include "schedule/init.h"
+#include "schedule/rng.h"
+#include "schedule/schedule.h"
 #include "reference/ref_net.h"
 
 namespace {
 
-using nn::model::Rng;
+using nn::schedule::Rng;
 using namespace nn::ref;
 
 // ---------------------------------------------------------------- helpers
 
-Rng test_rng(std::uint32_t k) { return Rng(nn::model::derive_seed(2718, nn::model::Stream::kTest, k)); }
+Rng test_rng(std::uint32_t k) { return Rng(nn::schedule::derive_seed(2718, nn::schedule::Stream::kTest, k)); }
 
 template <class T>
 void fill_uniform(arma::Mat<T>& m, Rng& r, double lo, double hi) {
@@ -195,7 +195,7 @@ TYPED_TEST_SUITE(RefNet, Reals);
 
 TYPED_TEST(RefNet, MakeParamsIsInitParamsCast) {
   using T = TypeParam;
-  const auto ip = nn::model::init_params(7, 5, 3, 42);
+  const auto ip = nn::schedule::init_params(7, 5, 3, 42);
   const Params<T> p = make_params<T>(7, 5, 3, 42);
   ASSERT_EQ(p.W1.n_rows, 5u);
   ASSERT_EQ(p.W1.n_cols, 7u);
@@ -436,7 +436,7 @@ TEST(RefNetBasics, SplitBatchSumEqualsFullBatch) {
     for (arma::mat* m : blocks(sum)) m->zeros();
     double ce = 0.0;
     for (int rank = 0; rank < ranks; ++rank) {
-      const auto s = nn::model::rank_slice(B, rank, ranks);
+      const auto s = nn::schedule::rank_slice(B, rank, ranks);
       const arma::mat Xs = cols(X, s.begin, s.count), Ys = cols(Y, s.begin, s.count);
       const Cache<double> c = forward(t.p, Xs);
       const Grads<double> g = backward(t.p, c, Xs, Ys, rank == 0 ? reg : 0.0, double(B));
@@ -553,8 +553,8 @@ TEST(RefNetBasics, TrainIsReproducibleAndFollowsSchedule) {
   Params<double> h = make_params<double>(int(Clusters::D), cfg.hidden, Clusters::C, cfg.seed);
   const arma::mat Xall = data.normalised<double>();
   for (int e = 0; e < cfg.epochs; ++e) {
-    const auto order = nn::model::epoch_order(Clusters::N, cfg.seed, e, cfg.shuffle);
-    for (const auto& bt : nn::model::batches(Clusters::N, cfg.batch)) {
+    const auto order = nn::schedule::epoch_order(Clusters::N, cfg.seed, e, cfg.shuffle);
+    for (const auto& bt : nn::schedule::batches(Clusters::N, cfg.batch)) {
       const std::span<const std::uint32_t> idx(order.data() + bt.begin, bt.count);
       const arma::uvec cols_idx = arma::conv_to<arma::uvec>::from(std::vector<std::uint32_t>(idx.begin(), idx.end()));
       train_step<double>(h, Xall.cols(cols_idx), one_hot<double>(data.y, idx, Clusters::C), cfg.lr, cfg.reg);

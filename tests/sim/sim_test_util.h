@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "gemm.h"  // nn::gemm_release_workspaces before each reset
+#include "gemm/gemm.h"  // nn::gemm_release_workspaces before each reset
 
 #ifdef SIM_EMULATOR
 #include "sim/sim_api.h"

@@ -23,7 +23,7 @@ class SimBoundsAlign : public simtest::SimTest {};
 
 constexpr int kBound = 64;
 struct Tile {
-  static constexpr int kThreads = 2 * kBound;  // a constexpr member, as gemm_4_warptile.cu uses
+  static constexpr int kThreads = 2 * kBound;  // a constexpr member, as kernels/gemm/4_warptile.cu uses
 };
 #define SIM_TEST_BOUNDS_OBJ __launch_bounds__(kBound)
 #define SIM_TEST_BOUNDS_FN(n, m) __launch_bounds__(n, m)

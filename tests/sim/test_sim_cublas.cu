@@ -1,4 +1,4 @@
-// The emulated cuBLAS (kernels/sim/runtime/cublas.cpp): cuBLAS's documented status codes for
+// The emulated cuBLAS (sim/runtime/cublas.cpp): cuBLAS's documented status codes for
 // every argument check, column-major GEMM for all op combinations and padded leading
 // dimensions against a naive double-precision loop, beta == 0 never reading C, device pointer
 // mode, the handle's stream honoured like a kernel's (lazy streams, graph capture), a host

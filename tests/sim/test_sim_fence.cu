@@ -1,4 +1,4 @@
-// Device memory fenced from host code, and out-of-bounds writes (kernels/sim/runtime/devmem.cpp):
+// Device memory fenced from host code, and out-of-bounds writes (sim/runtime/devmem.cpp):
 // a host read or write of cudaMalloc memory dies naming the allocation, as a GPU program
 // segfaults; pinned and managed memory stay host memory; kernels, copies and memsets reach
 // device memory (also through pointers a launch cannot translate); red zones report writes

@@ -1,4 +1,4 @@
-// The emulator's lazy stream mode (kernels/sim/runtime/lazy.cpp, the default): work on a
+// The emulator's lazy stream mode (sim/runtime/lazy.cpp, the default): work on a
 // created stream waits until something forces it, so a consumer stream that forgets
 // cudaStreamWaitEvent reads stale data, and one that waits reads the producer's result;
 // stream and event queries answer cudaErrorNotReady while work is pending. Emulator only

@@ -1,4 +1,4 @@
-// libFuzzer target for the checkpoint reader (src/trainer/checkpoint.cpp) through
+// libFuzzer target for the checkpoint reader (src/io/checkpoint.cpp) through
 // nn::train::decode_checkpoint, the validation and decoding behind load_checkpoint. Built and run
 // by `make fuzz` (tests/fuzz/run.sh); seeds in tests/fuzz/corpus/checkpoint/, fixed crashers in
 // tests/fuzz/regressions/checkpoint/ (replayed by make test).
@@ -10,8 +10,8 @@
 #include <cstring>
 #include <vector>
 
-#include "common/check.h"
-#include "trainer/checkpoint.h"
+#include "common/errors.h"
+#include "io/checkpoint.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// libFuzzer target for the IDX parser (src/data/idx.cpp) through nn::data::parse_images/parse_labels,
+// libFuzzer target for the IDX parser (src/io/idx.cpp) through nn::data::parse_images/parse_labels,
 // the code behind load_images/load_labels. Built and run by `make fuzz` (tests/fuzz/run.sh); seeds
 // in tests/fuzz/corpus/idx/, fixed crashers in tests/fuzz/regressions/idx/ (replayed by make test).
 #include <zlib.h>
@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "data/idx.h"
+#include "io/idx.h"
 
 namespace {
 

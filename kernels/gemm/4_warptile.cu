@@ -1,0 +1,454 @@
+// GEMM variant 4 (the default): warp-tiled 2-D register blocking, double-buffered shared memory,
+// 16-byte vector loads/stores when pointers and leading dimensions allow, optional split-K.
+// Run through nn::gemm(4, ...) and gemm_tuning::*; tested by tests/kernels/test_gemm.cpp.
+#include "gemm/gemm.h"
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include "common/check.h"
+#include "common/nvtx.h"
+
+namespace nn::gemm_detail {
+
+namespace {
+
+// 16-byte vectors: the widest global/shared access a thread can issue.
+template <class T> struct Vec;
+template <> struct Vec<float> { using type = float4; static constexpr int n = 4; };
+template <> struct Vec<double> { using type = double2; static constexpr int n = 2; };
+
+__device__ __forceinline__ void unpack(float* d, float4 v) { d[0] = v.x; d[1] = v.y; d[2] = v.z; d[3] = v.w; }
+__device__ __forceinline__ void unpack(double* d, double2 v) { d[0] = v.x; d[1] = v.y; }
+__device__ __forceinline__ float4 pack(const float* s) { return make_float4(s[0], s[1], s[2], s[3]); }
+__device__ __forceinline__ double2 pack(const double* s) { return make_double2(s[0], s[1]); }
+
+// Four consecutive elements (one fragment group) to/from 16-byte aligned memory.
+template <class T>
+__device__ __forceinline__ void load4(T* d, const T* p) {
+  using V = typename Vec<T>::type;
+  constexpr int n = Vec<T>::n;
+#pragma unroll
+  for (int v = 0; v < 4 / n; ++v) unpack(d + v * n, *reinterpret_cast<const V*>(p + v * n));
+}
+template <class T>
+__device__ __forceinline__ void store4(T* p, const T* s) {
+  using V = typename Vec<T>::type;
+  constexpr int n = Vec<T>::n;
+#pragma unroll
+  for (int v = 0; v < 4 / n; ++v) *reinterpret_cast<V*>(p + v * n) = pack(s + v * n);
+}
+
+// Block tile BM x BN x BK; each warp owns WM x WN; each thread TM x TN outputs, as TM/4 x TN/4
+// groups of 4x4 spread LM*4 rows (LN*4 columns) apart, so that a warp's fragment reads from
+// shared memory are consecutive 16-byte chunks (no bank conflicts, broadcast across the other
+// lane dimension) and its stores to D cover whole 128-byte column segments.
+template <int BM_, int BN_, int BK_, int WM_, int WN_, int TM_, int TN_>
+struct Shape {
+  static constexpr int BM = BM_, BN = BN_, BK = BK_, WM = WM_, WN = WN_, TM = TM_, TN = TN_;
+  static constexpr int LM = WM / TM, LN = WN / TN;  // lanes along M and N inside a warp
+  static constexpr int kWarpsM = BM / WM, kWarpsN = BN / WN;
+  static constexpr int kThreads = kWarpsM * kWarpsN * 32;
+  static_assert(LM * LN == 32 && TM % 4 == 0 && TN % 4 == 0, "a warp is 32 lanes of 4x4 groups");
+  static_assert(BM % WM == 0 && BN % WN == 0, "warps tile the block");
+};
+
+// The tiles (same BM x BN for both types so the plan does not depend on T). M=H up to 2048 and
+// N=B/p in 750..3000 give 8-32 x 12-47 tiles of 64: 128x128 tiles would leave most of an
+// H100's 132 SMs idle, so the largest tile is 128x64 and smaller ones fill the machine; 16x64
+// is for the M=10 output layer. double halves BK (same shared-memory bytes) and keeps 32
+// accumulators per thread (64 registers) so nothing spills.
+template <class T, int ID> struct Cfg;
+template <> struct Cfg<float, 0> : Shape<128, 64, 16, 64, 32, 8, 8> {};
+template <> struct Cfg<float, 1> : Shape<64, 64, 16, 32, 32, 4, 8> {};
+template <> struct Cfg<float, 2> : Shape<64, 32, 16, 32, 16, 4, 4> {};
+template <> struct Cfg<float, 3> : Shape<16, 64, 32, 16, 32, 4, 4> {};
+template <> struct Cfg<double, 0> : Shape<128, 64, 8, 64, 16, 8, 4> {};
+template <> struct Cfg<double, 1> : Shape<64, 64, 8, 32, 32, 4, 8> {};
+template <> struct Cfg<double, 2> : Shape<64, 32, 8, 32, 16, 4, 4> {};
+template <> struct Cfg<double, 3> : Shape<16, 64, 16, 16, 32, 4, 4> {};
+constexpr int kTileM[] = {128, 64, 64, 16}, kTileN[] = {64, 64, 32, 64};
+
+enum VecFlags { kVecA = 1, kVecB = 2, kVecD = 4 };
+
+// Moves one operand tile (R rows of M or N, by BK) global -> registers -> shared memory, so
+// the global loads of tile t+1 are in flight while tile t is multiplied. Shared layout is
+// always S[k][r] (r contiguous, padded by one vector so the transposed stores of the
+// k-contiguous case spread over the banks while rows stay 16-byte aligned).
+// kRowContig: element (r, k) is X[r + k*ld] (A with op N, B with op T); otherwise X[k + r*ld].
+template <class T, int R, int BK, int NT, bool kRowContig>
+struct TileLoader {
+  static constexpr int VN = Vec<T>::n;
+  static constexpr int kChunks = R * BK / (VN * NT);  // vectors per thread
+  static_assert(kChunks >= 1 && kChunks * VN * NT == R * BK, "tile must split evenly");
+  T reg[kChunks * VN];
+
+  __device__ __forceinline__ static T at(const T* X, int ld, int r, int k) {
+    return kRowContig ? X[r + static_cast<std::size_t>(k) * ld] : X[k + static_cast<std::size_t>(r) * ld];
+  }
+
+  // Chunk c of the tile: consecutive threads take consecutive VN-long pieces of the
+  // contiguous dimension, so a warp reads whole 128-byte lines in either layout.
+  __device__ __forceinline__ static void chunk(int c, int& rr, int& kk) {
+    rr = kRowContig ? (c % (R / VN)) * VN : c / (BK / VN);
+    kk = kRowContig ? c / (R / VN) : (c % (BK / VN)) * VN;
+  }
+
+  // Rows r0.., k in [k0, k_end); out-of-range elements are 0 so edge tiles add nothing. The
+  // vector load needs the whole chunk in range and 16-byte alignment (vec: decided at launch);
+  // otherwise the same chunk is read element by element (the warp still covers whole lines).
+  __device__ __forceinline__ void load(const T* X, int ld, int rows, int r0, int k0, int k_end,
+                                       bool vec, int tid) {
+#pragma unroll
+    for (int q = 0; q < kChunks; ++q) {
+      int rr, kk;
+      chunk(tid + q * NT, rr, kk);
+      const int r = r0 + rr, k = k0 + kk;
+      T* d = reg + q * VN;
+      const bool full = kRowContig ? (k < k_end && r + VN <= rows) : (r < rows && k + VN <= k_end);
+      if (vec && full) {
+        const T* p = kRowContig ? X + r + static_cast<std::size_t>(k) * ld
+                                : X + k + static_cast<std::size_t>(r) * ld;
+        unpack(d, __ldg(reinterpret_cast<const typename Vec<T>::type*>(p)));
+      } else {
+#pragma unroll
+        for (int v = 0; v < VN; ++v) {
+          const int rv = kRowContig ? r + v : r, kv = kRowContig ? k : k + v;
+          d[v] = (rv < rows && kv < k_end) ? at(X, ld, rv, kv) : T(0);
+        }
+      }
+    }
+  }
+
+  __device__ __forceinline__ void store(T (*S)[R + VN], int tid) const {
+#pragma unroll
+    for (int q = 0; q < kChunks; ++q) {
+      int rr, kk;
+      chunk(tid + q * NT, rr, kk);
+      if (kRowContig) {
+        *reinterpret_cast<typename Vec<T>::type*>(&S[kk][rr]) = pack(reg + q * VN);
+      } else {
+#pragma unroll
+        for (int v = 0; v < VN; ++v) S[kk + v][rr] = reg[q * VN + v];
+      }
+    }
+  }
+};
+
+// k_split: the k-range of one grid.z slice (a multiple of BK). With gridDim.z > 1 each slice
+// writes its raw accumulators to ws; the last slice to finish a tile (found with a per-tile
+// atomic counter, no spinning) sums the slices in slice order, so the result does not depend
+// on which block finished last, then runs the epilogue and resets the counter for the next call.
+template <class T, class S, Op OA, Op OB>
+__global__ void __launch_bounds__(S::kThreads)
+gemm_warptile_kernel(int M, int N, int K, int k_split, T alpha, const T* A, int lda, const T* B,
+                     int ldb, T beta, const T* C, int ldc, T* D, int ldd, Epilogue ep,
+                     const T* bias, int vec, T* ws, unsigned* counters) {
+  constexpr int BM = S::BM, BN = S::BN, BK = S::BK, TM = S::TM, TN = S::TN, NT = S::kThreads;
+  constexpr int PAD = Vec<T>::n;
+  __shared__ __align__(16) T As[2][BK][BM + PAD];
+  __shared__ __align__(16) T Bs[2][BK][BN + PAD];
+  __shared__ int is_last;
+
+  const int tid = threadIdx.x;
+  const int warp = tid / 32, lane = tid % 32;
+  const int wm = warp % S::kWarpsM, wn = warp / S::kWarpsM;
+  const int lm = lane % S::LM, ln = lane / S::LM;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
+  const int k_begin = blockIdx.z * k_split;
+  const int k_end = min(K, k_begin + k_split);
+  const bool vecA = vec & kVecA, vecB = vec & kVecB;
+
+  TileLoader<T, BM, BK, NT, OA == Op::N> la;
+  TileLoader<T, BN, BK, NT, OB == Op::T> lb;
+  la.load(A, lda, M, m0, k_begin, k_end, vecA, tid);
+  lb.load(B, ldb, N, n0, k_begin, k_end, vecB, tid);
+  la.store(As[0], tid);
+  lb.store(Bs[0], tid);
+  __syncthreads();
+
+  T acc[TM][TN];
+#pragma unroll
+  for (int i = 0; i < TM; ++i)
+#pragma unroll
+    for (int j = 0; j < TN; ++j) acc[i][j] = 0;
+
+  const int a_off = wm * S::WM + lm * 4, b_off = wn * S::WN + ln * 4;
+  const int ntiles = (k_end - k_begin + BK - 1) / BK;
+  for (int t = 0; t < ntiles; ++t) {
+    const int cur = t & 1;
+    // Prefetch tile t+1 while tile t is multiplied. After the last tile this "loads" an
+    // all-out-of-range tile (zeros, no memory traffic) into the idle buffer: cheaper than a
+    // branch, and it keeps the compiler from peeling a second copy of this loop.
+    la.load(A, lda, M, m0, k_begin + (t + 1) * BK, k_end, vecA, tid);
+    lb.load(B, ldb, N, n0, k_begin + (t + 1) * BK, k_end, vecB, tid);
+#pragma unroll
+    for (int kk = 0; kk < BK; ++kk) {
+      T a[TM], b[TN];
+#pragma unroll
+      for (int g = 0; g < TM / 4; ++g) load4(a + 4 * g, &As[cur][kk][a_off + g * S::LM * 4]);
+#pragma unroll
+      for (int h = 0; h < TN / 4; ++h) load4(b + 4 * h, &Bs[cur][kk][b_off + h * S::LN * 4]);
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] += a[i] * b[j];
+    }
+    // The other buffer was last read in iteration t-1, which every thread finished before
+    // the barrier that ended it: one barrier per k-tile suffices.
+    la.store(As[cur ^ 1], tid);
+    lb.store(Bs[cur ^ 1], tid);
+    __syncthreads();
+  }
+
+  if (gridDim.z > 1) {
+    const std::size_t tile = blockIdx.x + static_cast<std::size_t>(blockIdx.y) * gridDim.x;
+    T* mine = ws + ((tile * gridDim.z + blockIdx.z) * NT + tid) * (TM * TN);
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+      for (int j = 0; j < TN; j += 4) store4(mine + i * TN + j, &acc[i][j]);  // own slice too
+    __threadfence();  // publish the partials before the counter says they are there
+    __syncthreads();
+    if (tid == 0) {
+      const unsigned prev = atomicAdd(&counters[tile], 1u);
+      is_last = prev == gridDim.z - 1;
+      if (is_last) counters[tile] = 0;  // every slice has arrived: ready for the next launch
+    }
+    __syncthreads();
+    if (!is_last) return;
+    __threadfence();
+    // Sum every slice, this block's own included, from ws in slice order: the same additions
+    // in the same order whichever block came last.
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+      for (int j = 0; j < TN; ++j) acc[i][j] = 0;
+    for (unsigned z = 0; z < gridDim.z; ++z) {
+      const T* p = ws + ((tile * gridDim.z + z) * NT + tid) * (TM * TN);
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; j += Vec<T>::n) {
+          T part[Vec<T>::n];
+          unpack(part, __ldcg(reinterpret_cast<const typename Vec<T>::type*>(p + i * TN + j)));
+#pragma unroll
+          for (int v = 0; v < Vec<T>::n; ++v) acc[i][j + v] += part[v];  // L2 only (__ldcg): other SMs wrote it
+        }
+    }
+  }
+
+  // Epilogue: each (g, h, c) is 4 consecutive rows of one column of D, stored as one
+  // 16-byte vector when D (and C) allow it; guarded element by element at the edges.
+  const bool vecD = vec & kVecD;
+#pragma unroll
+  for (int g = 0; g < TM / 4; ++g) {
+    const int i0 = m0 + a_off + g * S::LM * 4;
+    if (i0 >= M) continue;
+#pragma unroll
+    for (int h = 0; h < TN / 4; ++h)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int j = n0 + b_off + h * S::LN * 4 + c;
+        if (j >= N) continue;
+        const std::size_t jd = static_cast<std::size_t>(j);
+        // One copy of the arithmetic (the sigmoid is long); only the memory access differs
+        // between the vector case and the guarded edge case.
+        const bool vec4 = vecD && i0 + 4 <= M;
+        T v[4];
+#pragma unroll
+        for (int r = 0; r < 4; ++r) v[r] = alpha * acc[4 * g + r][4 * h + c];
+        if (C) {
+          const T* cp = C + i0 + jd * ldc;
+          T cv[4];
+          if (vec4) {
+            load4(cv, cp);
+          } else {
+#pragma unroll
+            for (int r = 0; r < 4; ++r) cv[r] = i0 + r < M ? cp[r] : T(0);
+          }
+#pragma unroll
+          for (int r = 0; r < 4; ++r) v[r] += beta * cv[r];
+        }
+#pragma unroll
+        for (int r = 0; r < 4; ++r) v[r] = apply_epilogue(v[r], ep, bias, min(i0 + r, M - 1));
+        T* dp = D + i0 + jd * ldd;
+        if (vec4) {
+          store4(dp, v);
+        } else {
+#pragma unroll
+          for (int r = 0; r < 4; ++r)
+            if (i0 + r < M) dp[r] = v[r];
+        }
+      }
+  }
+}
+
+int sm_count() {
+  static std::atomic<int> cache[16] = {};
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  const int slot = dev >= 0 && dev < 16 ? dev : 0;
+  int n = cache[slot].load(std::memory_order_relaxed);
+  if (n == 0 || dev >= 16) {
+    CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+    n = std::max(n, 1);
+    cache[slot].store(n, std::memory_order_relaxed);
+  }
+  return n;
+}
+
+int tiles(int cfg, int M, int N) {
+  return ((M + kTileM[cfg] - 1) / kTileM[cfg]) * ((N + kTileN[cfg] - 1) / kTileN[cfg]);
+}
+
+// If the tiles leave SMs idle and K is long (the weight gradients, K = batch), split K into
+// slices of at least 128 so that every SM gets about two blocks.
+int plan_splits(int cfg, int M, int N, int K, int sms) {
+  const int t = tiles(cfg, M, N);
+  if (t >= sms) return 1;
+  return std::clamp((2 * sms + t - 1) / t, 1, std::clamp(K / 128, 1, 16));
+}
+
+// Split-K scratch, one per (device, stream) so GEMMs on different streams never share it.
+// Grown on demand (the trainer's shapes are fixed, so after the first batch this is a lookup);
+// never freed: at static destruction the CUDA runtime may already be gone.
+struct Workspace {
+  void* partial = nullptr;
+  std::size_t partial_bytes = 0;
+  unsigned* counters = nullptr;
+  std::size_t n_counters = 0;
+};
+
+std::mutex mu;
+auto* all = new std::map<std::pair<int, cudaStream_t>, Workspace>;
+
+Workspace& workspace(cudaStream_t s, std::size_t partial_bytes, std::size_t n_counters) {
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  std::lock_guard<std::mutex> lock(mu);
+  Workspace& w = (*all)[{dev, s}];
+  // Growing frees buffers that earlier split-K launches on this stream may still use:
+  // wait for them explicitly rather than rely on cudaFree's implicit synchronisation.
+  // (One workspace per (device, stream): the stream must not be destroyed while in use.)
+  if ((w.partial && w.partial_bytes < partial_bytes) || (w.counters && w.n_counters < n_counters))
+    CUDA_CHECK(cudaStreamSynchronize(s));
+  if (w.partial_bytes < partial_bytes) {
+    if (w.partial) CUDA_CHECK(cudaFree(w.partial));
+    w.partial = nullptr;
+    CUDA_CHECK(cudaMalloc(&w.partial, partial_bytes));
+    w.partial_bytes = partial_bytes;
+  }
+  if (w.n_counters < n_counters) {
+    if (w.counters) CUDA_CHECK(cudaFree(w.counters));
+    w.counters = nullptr;
+    CUDA_CHECK(cudaMalloc(&w.counters, n_counters * sizeof(unsigned)));
+    CUDA_CHECK(cudaMemsetAsync(w.counters, 0, n_counters * sizeof(unsigned), s));
+    w.n_counters = n_counters;
+  }
+  return w;
+}
+
+}  // namespace
+
+void release_workspaces() {
+  std::lock_guard<std::mutex> lock(mu);
+  if (all->empty()) return;
+  (void)cudaDeviceSynchronize();  // errors ignored: a reset, often after a fault, follows
+  for (auto& [key, w] : *all) {
+    (void)cudaFree(w.partial);
+    (void)cudaFree(w.counters);
+  }
+  all->clear();
+  (void)cudaGetLastError();
+}
+
+namespace {
+
+template <class T, int ID>
+void launch_cfg(const GemmArgs<T>& a, int splits, cudaStream_t s) {
+  using S = Cfg<T, ID>;
+  constexpr int VN = Vec<T>::n;
+  // Vector access needs 16-byte aligned columns: an aligned base and ld a multiple of VN.
+  auto vec_ok = [](const void* p, int ld) { return aligned16(p) && ld % VN == 0; };
+  int vec = 0;
+  if (vec_ok(a.A, a.lda)) vec |= kVecA;
+  if (vec_ok(a.B, a.ldb)) vec |= kVecB;
+  if (vec_ok(a.D, a.ldd) && (!a.C || vec_ok(a.C, a.ldc))) vec |= kVecD;
+
+  // Each slice gets a whole number of BK-tiles; recount so that no slice is empty.
+  int k_split = (a.K + splits - 1) / splits;
+  k_split = (k_split + S::BK - 1) / S::BK * S::BK;
+  splits = (a.K + k_split - 1) / k_split;
+
+  const dim3 grid((a.M + S::BM - 1) / S::BM, (a.N + S::BN - 1) / S::BN, splits);
+  T* ws = nullptr;
+  unsigned* counters = nullptr;
+  if (splits > 1) {
+    const std::size_t n_tiles = std::size_t(grid.x) * grid.y;
+    Workspace& w = workspace(s, n_tiles * splits * S::BM * S::BN * sizeof(T), n_tiles);
+    ws = static_cast<T*>(w.partial);
+    counters = w.counters;
+  }
+  with_ops(a.opA, a.opB, [&]<Op OA, Op OB>() {
+    gemm_warptile_kernel<T, S, OA, OB><<<grid, S::kThreads, 0, s>>>(
+        a.M, a.N, a.K, k_split, a.alpha, a.A, a.lda, a.B, a.ldb, a.beta, a.C, a.ldc, a.D, a.ldd,
+        a.epilogue, a.bias, vec, ws, counters);
+    CHECK_LAUNCH("gemm_warptile_kernel");
+  });
+}
+
+}  // namespace
+
+template <class T>
+void gemm_warptile(const GemmArgs<T>& a, cudaStream_t s, int cfg, int splits) {
+  NN_RANGE("gemm_warptile");
+  if (cfg < 0) {
+    const gemm_tuning::WarptilePlan p = gemm_tuning::warptile_plan(a.M, a.N, a.K);
+    cfg = p.cfg;
+    if (splits <= 0) splits = p.splits;
+  } else if (splits <= 0) {
+    splits = plan_splits(cfg, a.M, a.N, a.K, sm_count());
+  }
+  switch (cfg) {
+    case 0: launch_cfg<T, 0>(a, splits, s); break;
+    case 1: launch_cfg<T, 1>(a, splits, s); break;
+    case 2: launch_cfg<T, 2>(a, splits, s); break;
+    default: launch_cfg<T, 3>(a, splits, s); break;
+  }
+}
+
+template void gemm_warptile<float>(const GemmArgs<float>&, cudaStream_t, int, int);
+template void gemm_warptile<double>(const GemmArgs<double>&, cudaStream_t, int, int);
+
+}  // namespace nn::gemm_detail
+
+namespace nn::gemm_tuning {
+
+const char* warptile_config_name(int cfg) {
+  static constexpr const char* names[kWarptileConfigs] = {"128x64", "64x64", "64x32", "16x64"};
+  return cfg >= 0 && cfg < kWarptileConfigs ? names[cfg] : "unknown";
+}
+
+// Not yet tuned on hardware (see bench/README.md): the largest tile that still gives every
+// SM two blocks, else the smallest; 16x64 for M <= 16; then split-K if SMs are still idle.
+WarptilePlan warptile_plan(int M, int N, int K) {
+  const int sms = gemm_detail::sm_count();
+  int cfg = 2;
+  if (M <= 16) {
+    cfg = 3;
+  } else {
+    for (int c = 0; c < 3; ++c)
+      if (gemm_detail::tiles(c, M, N) >= 2 * sms) { cfg = c; break; }
+  }
+  return {cfg, gemm_detail::plan_splits(cfg, M, N, K, sms)};
+}
+
+}  // namespace nn::gemm_tuning
+
+namespace nn {
+void gemm_release_workspaces() { gemm_detail::release_workspaces(); }
+}  // namespace nn

@@ -1,3 +1,0 @@
-// CUDA runtime surface of the SIMT CPU emulator (see kernels/sim/README.md).
-#pragma once
-#include "sim/cuda_sim.h"

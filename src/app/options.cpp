@@ -1,0 +1,480 @@
+// nn_train's options: one table (name, value name, help, default, strict setter) drives both
+// the CLI11 command line and the `key = value` --config file, so both sources accept and
+// reject exactly the same values. Tested by tests/app/test_options.cpp.
+#include "app/options.h"
+
+#include <CLI/CLI.hpp>
+
+#include <array>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/errors.h"
+#include "gemm/gemm.h"
+
+namespace nn::train {
+
+const char* device_name(Device d) { return d == Device::Cpu ? "cpu" : "gpu"; }
+
+const char* strategy_name(Strategy s) {
+  switch (s) {
+    case Strategy::Allreduce: return "allreduce";
+    case Strategy::ParamServer: return "ps";
+    case Strategy::Model: return "model";
+  }
+  return "?";
+}
+
+namespace {
+
+// A rejected value: only the problem; the caller says where the value came from
+// ("--hidden 0: ..." or "run.cfg:3: hidden = 0: ...").
+struct BadValue {
+  std::string problem;
+};
+
+std::string trim(std::string_view s) {
+  const auto b = s.find_first_not_of(" \t\r\n\f\v");
+  if (b == std::string_view::npos) return {};
+  const auto e = s.find_last_not_of(" \t\r\n\f\v");
+  return std::string(s.substr(b, e - b + 1));
+}
+
+bool all_digits(std::string_view s) {
+  if (s.empty()) return false;
+  for (char c : s)
+    if (c < '0' || c > '9') return false;
+  return true;
+}
+
+// Integers are plain decimal ("1e3" and "0x10" are refused; CLI11 would take both). They
+// are parsed as signed 64-bit before the range check, so "-5" for a size_t option is
+// "negative", never 2^64 - 5.
+long long to_int(const std::string& text, long long lo, long long hi) {
+  const std::string s = trim(text);
+  if (s.empty()) throw BadValue{"missing value"};
+  std::string_view digits = s;
+  if (digits[0] == '+' || digits[0] == '-') digits.remove_prefix(1);
+  if (!all_digits(digits)) throw BadValue{"not an integer"};
+  const auto below = [&] {
+    return BadValue{lo == 0 ? "must not be negative" : "must be at least " + std::to_string(lo)};
+  };
+  const auto above = [&] { return BadValue{"must be at most " + std::to_string(hi)}; };
+  long long v = 0;
+  const char* first = s.data() + (s[0] == '+' ? 1 : 0);
+  const auto [end, ec] = std::from_chars(first, s.data() + s.size(), v);
+  if (ec == std::errc::result_out_of_range) throw s[0] == '-' ? below() : above();
+  if (ec != std::errc() || end != s.data() + s.size()) throw BadValue{"not an integer"};
+  if (v < lo) throw below();
+  if (v > hi) throw above();
+  return v;
+}
+
+std::uint64_t to_u64(const std::string& text) {
+  const std::string s = trim(text);
+  if (s.empty()) throw BadValue{"missing value"};
+  if (s[0] == '-' && all_digits(std::string_view(s).substr(1)))
+    throw BadValue{"must not be negative"};
+  const std::string_view digits = std::string_view(s).substr(s[0] == '+' ? 1 : 0);
+  if (!all_digits(digits)) throw BadValue{"not an integer"};
+  std::uint64_t v = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+  if (ec == std::errc::result_out_of_range)
+    throw BadValue{"must be at most " + std::to_string(std::numeric_limits<std::uint64_t>::max())};
+  if (ec != std::errc() || end != digits.data() + digits.size()) throw BadValue{"not an integer"};
+  return v;
+}
+
+// Finite decimal numbers only: "nan", "inf" and overflowing exponents are refused.
+double to_double(const std::string& text) {
+  const std::string s = trim(text);
+  if (s.empty()) throw BadValue{"missing value"};
+  // from_chars takes no '+'; strip one, but not one in front of another sign.
+  const char* first = s.data();
+  if (*first == '+' && s.size() > 1 && s[1] != '-' && s[1] != '+') ++first;
+  double v = 0;
+  const auto [end, ec] = std::from_chars(first, s.data() + s.size(), v);
+  if (ec == std::errc::result_out_of_range) throw BadValue{"out of range"};
+  if (ec != std::errc() || end != s.data() + s.size()) throw BadValue{"not a number"};
+  if (!std::isfinite(v)) throw BadValue{"not a finite number"};
+  return v;
+}
+
+// Flags in a config file: `no-shuffle = true`. (On the command line they take no value.)
+bool to_bool(const std::string& text) {
+  std::string s = trim(text);
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (s == "true" || s == "yes" || s == "on" || s == "1") return true;
+  if (s == "false" || s == "no" || s == "off" || s == "0") return false;
+  throw BadValue{s.empty() ? "missing value" : "not a boolean (true/false, yes/no, on/off, 1/0)"};
+}
+
+// Paths: CLI11 takes the next argument as the value even when it is an option, so
+// `--save --verify` would silently save to a file named "--verify"; refuse that.
+std::string to_path(const std::string& text) {
+  const std::string s = trim(text);
+  if (s.empty()) throw BadValue{"missing value"};
+  if (s[0] == '-')
+    throw BadValue{"looks like an option, not a path (write ./" + s + " for such a file)"};
+  return s;
+}
+
+std::string shown(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+std::string or_none(const std::string& s) { return s.empty() ? "none" : s; }
+
+// Limits beyond the type: H is capped far above useful sizes so that H*784 and the
+// checkpoint stay small enough to reason about; B at 2^30 as the trainer does; everything
+// else only has to fit an int (the GEMM takes int sizes). The data-dependent limits
+// (batch <= training images) are the trainer's.
+constexpr long long kMaxHidden = 65536;
+constexpr long long kMaxBatch = 1LL << 30;
+constexpr long long kIntMax = INT_MAX;
+
+int to_int32(const std::string& v, long long lo, long long hi) {
+  return static_cast<int>(to_int(v, lo, hi));
+}
+std::size_t to_size(const std::string& v, long long lo, long long hi = kIntMax) {
+  return static_cast<std::size_t>(to_int(v, lo, hi));
+}
+
+struct Spec {
+  const char* name;   // long option without "--"; also the config-file key
+  const char* value;  // value name in --help; nullptr for a flag
+  const char* help;
+  std::string (*shown_default)(const Config&);
+  void (*set)(Config&, const std::string&);  // converts, validates, stores; throws BadValue
+};
+
+// clang-format off
+const Spec kSpecs[] = {
+  {"data", "DIR", "directory of the four MNIST IDX files (raw or .gz)",
+   [](const Config& c) { return c.data; },
+   [](Config& c, const std::string& v) { c.data = to_path(v); }},
+  {"hidden", "H", "hidden units, 1..65536",
+   [](const Config& c) { return std::to_string(c.hidden); },
+   [](Config& c, const std::string& v) { c.hidden = to_int32(v, 1, kMaxHidden); }},
+  {"batch", "B", "global batch size, split over the MPI ranks",
+   [](const Config& c) { return std::to_string(c.batch); },
+   [](Config& c, const std::string& v) { c.batch = to_size(v, 1, kMaxBatch); }},
+  {"epochs", "E", "number of epochs (0: only score the --load or --resume weights on the test set)",
+   [](const Config& c) { return std::to_string(c.epochs); },
+   [](Config& c, const std::string& v) { c.epochs = to_int32(v, 0, kIntMax); }},
+  {"lr", "X", "learning rate, > 0",
+   [](const Config& c) { return shown(c.lr); },
+   [](Config& c, const std::string& v) {
+     c.lr = to_double(v);
+     if (!(c.lr > 0)) throw BadValue{"must be greater than 0"};
+   }},
+  {"reg", "X", "L2 strength (weights only), >= 0",
+   [](const Config& c) { return shown(c.reg); },
+   [](Config& c, const std::string& v) {
+     c.reg = to_double(v);
+     if (c.reg < 0) throw BadValue{"must not be negative"};
+   }},
+  {"train-size", "N", "use the first N training images (0 = all)",
+   [](const Config& c) { return std::to_string(c.train_size); },
+   [](Config& c, const std::string& v) { c.train_size = to_size(v, 0); }},
+  {"test-size", "N", "use the first N test images (0 = all)",
+   [](const Config& c) { return std::to_string(c.test_size); },
+   [](Config& c, const std::string& v) { c.test_size = to_size(v, 0); }},
+  {"val-fraction", "F", "held-out tail of the training images (validation), in [0, 1)",
+   [](const Config& c) { return shown(c.val_fraction); },
+   [](Config& c, const std::string& v) {
+     c.val_fraction = to_double(v);
+     if (!(c.val_fraction >= 0 && c.val_fraction < 1)) throw BadValue{"must be in [0, 1)"};
+   }},
+  {"seed", "S", "seed of the initial weights and the per-epoch shuffles",
+   [](const Config& c) { return std::to_string(c.seed); },
+   [](Config& c, const std::string& v) { c.seed = to_u64(v); }},
+  {"no-shuffle", nullptr, "batches in file order instead of shuffled every epoch",
+   [](const Config& c) { return std::string(c.shuffle ? "off" : "on"); },
+   [](Config& c, const std::string& v) { c.shuffle = !to_bool(v); }},
+  {"gemm", "V", "GEMM: 0 cuBLAS (emulator: on OpenBLAS), 1 naive, 2 tiled, 3 regblock, 4 warptile",
+   [](const Config& c) { return std::to_string(c.gemm); },
+   [](Config& c, const std::string& v) {
+     c.gemm = to_int32(v, 0, kGemmVariants - 1);
+     if (!gemm_variant_available(c.gemm))
+       throw BadValue{"variant " + v + " is not available in this build"};
+   }},
+  {"save", "FILE", "write a checkpoint (weights + training state) after every epoch and at the end",
+   [](const Config& c) { return or_none(c.save); },
+   [](Config& c, const std::string& v) { c.save = to_path(v); }},
+  {"resume", nullptr, "with --save FILE: continue the run saved in FILE if it exists (else start "
+   "fresh); the same command line serves every restart",
+   [](const Config& c) { return std::string(c.resume ? "on" : "off"); },
+   [](Config& c, const std::string& v) { c.resume = to_bool(v); }},
+  {"save-every", "K", "with --save: also save every K steps (0 = at epoch ends only)",
+   [](const Config& c) { return std::to_string(c.save_every); },
+   [](Config& c, const std::string& v) { c.save_every = to_size(v, 0); }},
+  {"load", "FILE", "start from this checkpoint instead of fresh weights",
+   [](const Config& c) { return or_none(c.load); },
+   [](Config& c, const std::string& v) { c.load = to_path(v); }},
+  {"verify", nullptr, "replay the run on the CPU reference (Armadillo), compare",
+   [](const Config& c) { return std::string(c.verify ? "on" : "off"); },
+   [](Config& c, const std::string& v) { c.verify = to_bool(v); }},
+  {"metrics", "FILE", "write per-epoch metrics as CSV",
+   [](const Config& c) { return or_none(c.metrics); },
+   [](Config& c, const std::string& v) { c.metrics = to_path(v); }},
+  {"print-every", "K", "print the loss every K batches (0 = off)",
+   [](const Config& c) { return std::to_string(c.print_every); },
+   [](Config& c, const std::string& v) { c.print_every = to_int32(v, 0, kIntMax); }},
+  {"report", "FILE", "write a JSON performance report (phase times, FLOPs, bytes, roofline)",
+   [](const Config& c) { return or_none(c.report); },
+   [](Config& c, const std::string& v) { c.report = to_path(v); }},
+  {"profile", nullptr, "MPI_Barrier + cudaDeviceSynchronize between phases: attributable "
+   "phase times, but it perturbs the timings",
+   [](const Config& c) { return std::string(c.profile ? "on" : "off"); },
+   [](Config& c, const std::string& v) { c.profile = to_bool(v); }},
+  {"strategy", "S", "allreduce | ps (Send/Recv parameter server on rank 0) | model "
+   "(model parallel: hidden units split over the ranks)",
+   [](const Config& c) { return std::string(strategy_name(c.strategy)); },
+   [](Config& c, const std::string& v) {
+     const std::string s = trim(v);
+     if (s == "allreduce") c.strategy = Strategy::Allreduce;
+     else if (s == "ps") c.strategy = Strategy::ParamServer;
+     else if (s == "model") c.strategy = Strategy::Model;
+     else throw BadValue{s.empty() ? "missing value" : "must be allreduce, ps or model"};
+   }},
+  {"no-overlap", nullptr, "reduce the gradients after the whole backward pass instead of "
+   "overlapping layer 2's reduction with the dW1 GEMM",
+   [](const Config& c) { return std::string(c.overlap ? "off" : "on"); },
+   [](Config& c, const std::string& v) { c.overlap = !to_bool(v); }},
+  {"mpi", "M", "host (stage through pinned host memory) | device (device pointers to a "
+   "CUDA-aware MPI)",
+   [](const Config& c) { return std::string(c.mpi_device ? "device" : "host"); },
+   [](Config& c, const std::string& v) {
+     const std::string s = trim(v);
+     if (s == "host") c.mpi_device = false;
+     else if (s == "device") c.mpi_device = true;
+     else throw BadValue{s.empty() ? "missing value" : "must be host or device"};
+   }},
+  {"graph", nullptr, "capture each step's kernels between host synchronisation points as "
+   "CUDA Graphs and replay them",
+   [](const Config& c) { return std::string(c.graph ? "on" : "off"); },
+   [](Config& c, const std::string& v) { c.graph = to_bool(v); }},
+  {"device", "D", "gpu (the CUDA device; the SIMT emulator in the emulator build) | cpu (the "
+   "host's cores with BLAS, no emulator, in either build)",
+   [](const Config& c) { return std::string(device_name(c.device)); },
+   [](Config& c, const std::string& v) {
+     const std::string s = trim(v);
+     if (s == "gpu") c.device = Device::Gpu;
+     else if (s == "cpu") c.device = Device::Cpu;
+     else throw BadValue{s.empty() ? "missing value" : "must be gpu or cpu"};
+   }},
+};
+// clang-format on
+constexpr std::size_t kNumSpecs = std::size(kSpecs);
+
+const Spec* find_spec(std::string_view key) {
+  for (const Spec& s : kSpecs)
+    if (key == s.name) return &s;
+  return nullptr;
+}
+
+const char* const kFooter =
+    "--config FILE holds the same options as `key = value` lines, keys being the long\n"
+    "names without dashes (`hidden = 512`, `no-shuffle = true`); `#` starts a comment.\n"
+    "Options given on the command line override those in the file.";
+
+// Where CLI11 stores the raw command line; converted by the Spec setters afterwards.
+struct Raw {
+  std::array<std::string, kNumSpecs> value;
+  std::array<bool, kNumSpecs> flag{};
+  std::array<CLI::Option*, kNumSpecs> opt{};
+  std::string config;
+  CLI::Option* config_opt = nullptr;
+};
+
+void build_app(CLI::App& app, Raw& raw) {
+  app.name("nn_train");
+  app.description("nn_train: two-layer MNIST network (784-H-10), data-parallel CUDA+MPI trainer");
+  app.footer(kFooter);
+  app.set_help_flag("-h,--help", "print this help and exit");
+  app.get_formatter()->column_width(20);
+  // Unknown options and stray arguments are collected and reported by us, in order.
+  app.allow_extras(true);
+  const Config defaults;
+  for (std::size_t i = 0; i < kNumSpecs; ++i) {
+    const Spec& s = kSpecs[i];
+    const std::string help = std::string(s.help) + " [default: " + s.shown_default(defaults) + "]";
+    if (s.value) {
+      // The last occurrence wins, so `make run RUN_ARGS='--data x'` can override the
+      // Makefile's own --data.
+      raw.opt[i] = app.add_option(std::string("--") + s.name, raw.value[i], help)
+                       ->type_name(s.value)
+                       ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    } else {
+      raw.opt[i] = app.add_flag(std::string("--") + s.name, raw.flag[i], help);
+    }
+  }
+  raw.config_opt =
+      app.add_option("--config", raw.config, "read options from FILE (see below) [default: none]")
+          ->type_name("FILE")
+          ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+}
+
+struct FileItem {
+  const Spec* spec;
+  std::string key, value;
+  int line;
+};
+
+// The config file: `key = value` per line; blank lines and `#` comments (a whole line, or
+// after whitespace following a value); a value may be "double quoted" to keep a `#`.
+std::vector<FileItem> read_config_file(const std::string& path) {
+  namespace fs = std::filesystem;
+  const std::string where = "--config " + path;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) throw UserError(where + ": is a directory");
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) throw UserError(where + ": cannot open: " + std::strerror(errno));
+  std::string text;
+  char buf[4096];
+  std::size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) {
+    text.append(buf, n);
+    if (text.size() > (1u << 20)) {
+      std::fclose(f);
+      throw UserError(where + ": larger than 1 MiB; not a config file");
+    }
+  }
+  const bool read_error = std::ferror(f) != 0;
+  std::fclose(f);
+  if (read_error) throw UserError(where + ": cannot read");
+  if (text.rfind("\xEF\xBB\xBF", 0) == 0) text.erase(0, 3);  // a UTF-8 BOM from some editors
+
+  std::vector<FileItem> items;
+  std::map<std::string, int> seen;  // key -> line it was first set on
+  int line_no = 0;
+  std::size_t pos = 0;
+  while (pos <= text.size()) {
+    std::size_t eol = text.find('\n', pos);
+    if (eol == std::string::npos) eol = text.size();
+    const std::string raw_line = text.substr(pos, eol - pos);
+    pos = eol + 1;
+    ++line_no;
+    const std::string at = path + ":" + std::to_string(line_no) + ": ";
+    const std::string line = trim(raw_line);
+    if (line.empty() || line[0] == '#') continue;
+    if (line.find('\0') != std::string::npos) throw UserError(at + "contains a NUL byte");
+    const auto eq = line.find('=');
+    if (eq == std::string::npos) throw UserError(at + "expected `key = value`, got `" + line + "`");
+    const std::string key = trim(std::string_view(line).substr(0, eq));
+    std::string value = trim(std::string_view(line).substr(eq + 1));
+    if (key.empty()) throw UserError(at + "expected `key = value`, got `" + line + "`");
+    if (!value.empty() && value[0] == '"') {
+      const auto close = value.find('"', 1);
+      const std::string rest = close == std::string::npos ? "" : trim(value.substr(close + 1));
+      if (close == std::string::npos || !(rest.empty() || rest[0] == '#'))
+        throw UserError(at + "malformed quoted value in `" + line + "`");
+      value = value.substr(1, close - 1);
+    } else {
+      for (std::size_t i = 1; i < value.size(); ++i)
+        if (value[i] == '#' && (value[i - 1] == ' ' || value[i - 1] == '\t')) {
+          value = trim(value.substr(0, i));
+          break;
+        }
+    }
+    const Spec* spec = find_spec(key);
+    if (!spec) {
+      if (key == "config") throw UserError(at + "a config file cannot name another (`config`)");
+      std::string hint;
+      std::string dashed = key;
+      for (char& c : dashed)
+        if (c == '_') c = '-';
+      if (dashed.rfind("--", 0) == 0) dashed.erase(0, 2);
+      if (dashed != key && find_spec(dashed)) hint = " (did you mean `" + dashed + "`?)";
+      throw UserError(at + "unknown key `" + key + "`" + hint);
+    }
+    if (const auto [it, fresh] = seen.emplace(key, line_no); !fresh)
+      throw UserError(at + "duplicate key `" + key + "` (first set on line " +
+                      std::to_string(it->second) + ")");
+    items.push_back({spec, key, value, line_no});
+  }
+  return items;
+}
+
+}  // namespace
+
+std::string help_text() {
+  CLI::App app;
+  Raw raw;
+  build_app(app, raw);
+  return app.help();
+}
+
+ParseResult parse_config(const std::vector<std::string>& args) {
+  CLI::App app;
+  Raw raw;
+  build_app(app, raw);
+  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 wants them reversed
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    return ParseResult{Config{}, true, app.help()};
+  } catch (const CLI::ParseError& e) {
+    throw UserError(std::string(e.what()) + " (see --help)");
+  }
+  for (const std::string& extra : app.remaining()) {
+    if (!extra.empty() && extra[0] == '-' && extra != "-")
+      throw UserError("unknown option " + extra + " (see --help)");
+    throw UserError("unexpected argument `" + extra + "` (options only; see --help)");
+  }
+
+  ParseResult result;
+  Config& cfg = result.config;
+  // The file first (every value in it checked, even those the command line overrides),
+  // then the command line on top.
+  if (raw.config_opt->count() > 0) {
+    try {
+      cfg.config_file = to_path(raw.config);
+    } catch (const BadValue& b) {
+      throw UserError("--config" + (raw.config.empty() ? "" : " " + raw.config) + ": " + b.problem);
+    }
+    for (const FileItem& it : read_config_file(cfg.config_file)) {
+      try {
+        it.spec->set(cfg, it.value);
+      } catch (const BadValue& b) {
+        throw UserError(cfg.config_file + ":" + std::to_string(it.line) + ": " + it.key +
+                        (it.value.empty() ? "" : " = " + it.value) + ": " + b.problem);
+      }
+    }
+  }
+  for (std::size_t i = 0; i < kNumSpecs; ++i) {
+    if (raw.opt[i]->count() == 0) continue;
+    const Spec& s = kSpecs[i];
+    const std::string value = s.value ? raw.value[i] : (raw.flag[i] ? "true" : "false");
+    try {
+      s.set(cfg, value);
+    } catch (const BadValue& b) {
+      throw UserError(std::string("--") + s.name + (value.empty() ? "" : " " + value) + ": " +
+                      b.problem);
+    }
+  }
+  return result;
+}
+
+ParseResult parse_config(int argc, const char* const* argv) {
+  std::vector<std::string> args;
+  for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
+  return parse_config(args);
+}
+
+}  // namespace nn::train

@@ -1,0 +1,147 @@
+// The CPU model's elementwise passes (see cpu_kernels.h). Each hot loop is compiled three
+// times by GCC's target_clones (x86-64-v4 = AVX-512, v3 = AVX2 + FMA, and the baseline) at
+// -O3 and dispatched once at load time; other compilers and CPUs get the plain loop.
+#if defined(__GNUC__) && !defined(__clang__)
+// For the whole file, before any header (a function with other optimisation flags, std::abs
+// included, would not be inlined into the loops, which then do not vectorise):
+// vectorise (O3); a compare may be if-converted into a select (no-trapping-math: nothing here
+// reads the FP exception flags); no FMA contraction, so every clone rounds p - lr * g alike.
+#pragma GCC optimize("O3", "no-trapping-math", "fp-contract=off")
+#endif
+#include "model/cpu_kernels.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define NN_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define NN_CPU_CLONES
+#endif
+
+namespace nn::train::cpu {
+
+namespace {
+
+inline float exp_nonpos_inl(float x) {
+  x = x < -87.0f ? -87.0f : x;
+  // n = x log2(e) rounded (half down): x <= 0, so truncating x log2(e) - 1/2 toward zero is
+  // its ceiling; a conversion, which vectorises where floor() may be a library call.
+  const std::int32_t ni = static_cast<std::int32_t>(x * 1.44269504088896341f - 0.5f);
+  const float n = static_cast<float>(ni);
+  // ln 2 in two parts: n * hi is exact for |n| < 2^10, so r carries no cancellation error.
+  const float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const float scale = std::bit_cast<float>((ni + 127) << 23);
+  return p * scale;
+}
+inline double exp_nonpos_inl(double x) { return std::exp(x); }
+
+template <class T>
+inline T sigmoid(T z) {
+  const T e = exp_nonpos_inl(-std::abs(z));
+  return (z >= T(0) ? T(1) : e) / (T(1) + e);
+}
+
+template <class T>
+inline void gather_impl(const std::uint8_t* images, const std::uint32_t* idx, int b, int D, T* X) {
+  for (int j = 0; j < b; ++j) {
+    const std::uint8_t* src = images + (idx ? std::size_t(idx[j]) : std::size_t(j)) * std::size_t(D);
+    T* dst = X + std::size_t(j) * D;
+    for (int i = 0; i < D; ++i) dst[i] = static_cast<T>(src[i]) / T(255);
+  }
+}
+
+template <class T>
+inline void bias_sigmoid_impl(T* A, const T* bias, int H, int b) {
+  for (int j = 0; j < b; ++j) {
+    T* a = A + std::size_t(j) * H;
+    for (int h = 0; h < H; ++h) a[h] = sigmoid(a[h] + bias[h]);
+  }
+}
+
+template <class T>
+inline void sigmoid_backward_impl(T* dA, const T* A, int H, int b, T* db) {
+  std::fill(db, db + H, T(0));
+  for (int j = 0; j < b; ++j) {
+    T* d = dA + std::size_t(j) * H;
+    const T* a = A + std::size_t(j) * H;
+    for (int h = 0; h < H; ++h) {
+      const T v = d[h] * a[h] * (T(1) - a[h]);
+      d[h] = v;
+      db[h] += v;
+    }
+  }
+}
+
+template <class T>
+inline void softmax_impl(T* Z, const T* b2, const std::uint8_t* y, int C, int b, T inv_B, double* loss,
+                         std::uint64_t* hits) {
+  double l = 0;
+  std::uint64_t h = 0;
+  for (int j = 0; j < b; ++j) {
+    T* z = Z + std::size_t(j) * C;
+    if (b2)
+      for (int k = 0; k < C; ++k) z[k] += b2[k];
+    int best = 0;
+    for (int k = 1; k < C; ++k)
+      if (z[k] > z[best]) best = k;
+    const T m = z[best];
+    const int yj = y[j];
+    const T zy = z[yj] - m;
+    T sum = 0;
+    for (int k = 0; k < C; ++k) {
+      z[k] = exp_nonpos_inl(z[k] - m);
+      sum += z[k];
+    }
+    l += double(std::log(sum)) - double(zy);
+    h += best == yj;
+    const T inv = T(1) / sum;
+    for (int k = 0; k < C; ++k) z[k] = (z[k] * inv - (k == yj ? T(1) : T(0))) * inv_B;
+  }
+  if (loss) *loss += l;
+  if (hits) *hits += h;
+}
+
+}  // namespace
+
+float exp_nonpos(float x) { return exp_nonpos_inl(x); }
+
+NN_CPU_CLONES void gather_normalize(const std::uint8_t* im, const std::uint32_t* idx, int b, int D, float* X) {
+  gather_impl(im, idx, b, D, X);
+}
+NN_CPU_CLONES void gather_normalize(const std::uint8_t* im, const std::uint32_t* idx, int b, int D, double* X) {
+  gather_impl(im, idx, b, D, X);
+}
+NN_CPU_CLONES void bias_sigmoid(float* A, const float* bias, int H, int b) { bias_sigmoid_impl(A, bias, H, b); }
+NN_CPU_CLONES void bias_sigmoid(double* A, const double* bias, int H, int b) { bias_sigmoid_impl(A, bias, H, b); }
+NN_CPU_CLONES void sigmoid_backward_rowsum(float* dA, const float* A, int H, int b, float* db) {
+  sigmoid_backward_impl(dA, A, H, b, db);
+}
+NN_CPU_CLONES void sigmoid_backward_rowsum(double* dA, const double* A, int H, int b, double* db) {
+  sigmoid_backward_impl(dA, A, H, b, db);
+}
+NN_CPU_CLONES void sgd(float* p, const float* g, std::size_t n, float lr) {
+  for (std::size_t i = 0; i < n; ++i) p[i] -= lr * g[i];
+}
+NN_CPU_CLONES void sgd(double* p, const double* g, std::size_t n, double lr) {
+  for (std::size_t i = 0; i < n; ++i) p[i] -= lr * g[i];
+}
+void softmax_xent(float* Z, const float* b2, const std::uint8_t* y, int C, int b, float inv_B, double* loss,
+                  std::uint64_t* hits) {
+  softmax_impl(Z, b2, y, C, b, inv_B, loss, hits);
+}
+void softmax_xent(double* Z, const double* b2, const std::uint8_t* y, int C, int b, double inv_B, double* loss,
+                  std::uint64_t* hits) {
+  softmax_impl(Z, b2, y, C, b, inv_B, loss, hits);
+}
+
+}  // namespace nn::train::cpu

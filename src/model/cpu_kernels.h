@@ -1,0 +1,41 @@
+// The CPU model's elementwise passes (cpu_model.cpp), each one loop over its data, built for
+// several x86-64 levels (AVX-512, AVX2, baseline) and chosen at load time, so one binary
+// uses the vector units of the machine it runs on. Float uses a vectorisable exp (exp_nonpos
+// below); double keeps std::exp. Tested by tests/model/test_cpu_model.cpp.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace nn::train::cpu {
+
+// exp(x) for x <= 0, to about 2 ulp (float), written so that a compiler can vectorise it:
+// Cody-Waite reduction x = n ln2 + r, a degree-6 polynomial for e^r, 2^n from the exponent
+// bits. Below -87 the result is clamped to e^-87 (1.6e-38) instead of going subnormal.
+float exp_nonpos(float x);
+
+// X(:, j) = images(:, idx[j]) / 255 (the division rounded as the reference's), j < b;
+// idx == nullptr: the first b columns.
+void gather_normalize(const std::uint8_t* images, const std::uint32_t* idx, int b, int D, float* X);
+void gather_normalize(const std::uint8_t* images, const std::uint32_t* idx, int b, int D, double* X);
+
+// A(:, j) = sigmoid(A(:, j) + bias) for the H x b matrix A (the reference's overflow-free form).
+void bias_sigmoid(float* A, const float* bias, int H, int b);
+void bias_sigmoid(double* A, const double* bias, int H, int b);
+
+// dZ = dA o a o (1 - a) in place over dA (H x b), and db = its row sums.
+void sigmoid_backward_rowsum(float* dA, const float* A, int H, int b, float* db);
+void sigmoid_backward_rowsum(double* dA, const double* A, int H, int b, double* db);
+
+// p -= lr * g over n entries.
+void sgd(float* p, const float* g, std::size_t n, float lr);
+void sgd(double* p, const double* g, std::size_t n, double lr);
+
+// Per column of the C x b scores Z (+ b2 when b2 != nullptr): the max-shifted softmax, the
+// cross-entropy added to *loss, the lowest-index argmax compared with y (hits), and
+// Z = (softmax - onehot(y)) * inv_B in place.
+void softmax_xent(float* Z, const float* b2, const std::uint8_t* y, int C, int b, float inv_B, double* loss,
+                  std::uint64_t* hits);
+void softmax_xent(double* Z, const double* b2, const std::uint8_t* y, int C, int b, double inv_B, double* loss,
+                  std::uint64_t* hits);
+
+}  // namespace nn::train::cpu

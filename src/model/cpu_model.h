@@ -1,0 +1,145 @@
+// The network on the host CPU (--device cpu): the same public interface as DeviceModel
+// (device_model.h), computed with BLAS (cblas_?gemm on OpenBLAS) into buffers allocated
+// once, with the elementwise work fused into one pass per layer. Plain host code: no CUDA,
+// no emulator, in both builds. Tested by tests/model/test_cpu_model.cpp (gradients against
+// the reference and finite differences) and through the trainer tests (--device cpu).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "model/param_layout.h"
+
+namespace nn::train {
+
+// uint8 images (D x n, column-major: one image per column) and their labels in host memory:
+// the CPU model's counterpart of DeviceImages (same constructor).
+struct CpuImages {
+  CpuImages() = default;
+  CpuImages(const std::uint8_t* images, const std::uint8_t* labels, std::size_t n, int D);
+  std::vector<std::uint8_t> images, labels;
+  std::size_t n = 0;
+  int D = 0;
+};
+
+// BLAS threads for one rank: OPENBLAS_NUM_THREADS, else OMP_NUM_THREADS, else Slurm's
+// SLURM_CPUS_PER_TASK, else the cores this process may run on divided by the ranks on its
+// node (at least 1). `source` says which one decided, for the header line.
+struct CpuThreads {
+  int threads = 1;
+  std::string source;
+};
+CpuThreads cpu_threads_for(int ranks_on_node);
+// Sets OpenBLAS's thread count for this process (openblas_set_num_threads).
+void set_blas_threads(int n);
+// The CPU's model name (/proc/cpuinfo), or "CPU" when unknown.
+std::string cpu_name();
+
+template <class T>
+class CpuModel {
+ public:
+  using Images = CpuImages;
+
+  // max_cols: the most columns one forward pass handles. H == 0 is allowed (a model-parallel
+  // rank that owns no hidden unit).
+  CpuModel(int D, int H, int C, int max_cols);
+
+  const ParamLayout& layout() const { return lay_; }
+  std::size_t num_params() const { return lay_.total(); }
+
+  void set_params(const std::vector<T>& packed);
+  std::vector<T> get_params() const { return params_; }
+  std::vector<T> get_grads() const { return grads_; }
+
+  void set_train_data(CpuImages&& shard);
+  void set_order(const std::vector<std::uint32_t>& order);
+
+  // As DeviceModel: the gradient of this rank's columns order[offset .. offset + b) of a
+  // global batch with 1/B = inv_B; reg * W added when add_reg. Computed at once (the host
+  // is the device), so every Stage is reached when the call returns.
+  void forward_backward(std::size_t offset, int b, T inv_B, bool add_reg, T reg);
+  void backward_layer2_phase(std::size_t offset, int b, T inv_B, bool add_reg, T reg);
+  void backward_layer1_phase(int b, bool add_reg, T reg);
+
+  // Model parallelism, as DeviceModel.
+  void partial_scores_phase(std::size_t offset, int b, bool add_b2);
+  T* scores() { return Z2_.data(); }
+  void model_backward_phase(int b, T inv_B, T reg, bool stats);
+
+  // The gradient already lives in host memory: MPI reduces grads_device() in place (the
+  // trainer's "device memory" path), and these copies exist for the generic staging path.
+  void queue_download(T* host, std::size_t begin, std::size_t end, Stage after);
+  bool download_done(Stage) const { return true; }
+  void wait_download(Stage) const {}
+  void wait(Stage) const {}
+  T* grads_device() { return grads_.data(); }
+  void download_scores(T* host, int b);
+  void upload_scores(const T* host, int b);
+  void download_grads(T* host) const;
+  void upload_grads(const T* host);
+
+  void enable_graphs(bool) {}  // nothing to capture on the host
+  struct GraphStats {
+    std::size_t captured = 0, replays = 0, eager = 0, nodes = 0;
+  };
+  const GraphStats& graph_stats() const { return gstats_; }
+
+  // Called between the forward and the backward pass of forward_backward (--report).
+  void set_phase_hook(std::function<void()> hook) { phase_hook_ = std::move(hook); }
+
+  void sgd_step(T lr);  // p <- p - lr * g
+
+  // When one rank holds the whole batch's gradient (data parallel, p = 1) nothing happens
+  // between the backward pass and the step, so the dW1 GEMM can apply the step itself:
+  // W1 <- W1 - (lr reg) W1 (where add_reg), then W1 <- W1 - lr dZ1 X^T through the GEMM's
+  // beta = 1, saving the copy of W1 for the regulariser and the gradient's trip through memory
+  // for W1 (the largest tensor). sgd_step then updates
+  // [b1 | W2 | b2] only, and the W1 part of the gradient buffer is not written. Off by default;
+  // the same lr must reach sgd_step.
+  void fuse_w1_step(bool on, T lr) {
+    fused_ = on;
+    fused_lr_ = lr;
+  }
+
+  void reset_stats();
+  void read_stats(double& loss_sum, std::uint64_t& correct) const;
+  double weight_sq_norm() const;
+  std::uint64_t evaluate(const CpuImages& data);
+
+  // Seconds the BLAS calls of one training step at b columns take, measured here (the fastest
+  // of `reps` runs after a warm-up), and the FLOPs they do: the step's BLAS-bound limit and
+  // the CPU's GEMM rate on exactly these shapes (the --report roofline's compute ceiling).
+  struct GemmTiming {
+    double seconds = 0, flops = 0;
+  };
+  GemmTiming time_step_gemms(int b, int reps) const;
+
+ private:
+  void stage_batch(std::size_t offset, int b);
+  void gather(const std::uint8_t* images, const std::uint32_t* idx, int b);
+  void hidden_forward(int b);                   // A1 = sigmoid(W1 X + b1)
+  void scores_forward(int b);                   // Z2 = W2 A1 (no bias)
+  void softmax_loss(int b, T inv_B, bool add_b2, bool stats);  // Z2 -> dZ2, loss, hits
+  void layer2_grads(int b, bool with_reg, T reg);
+  void layer1_grads(int b, bool with_reg, T reg);
+  void zero_grads_with_reg(bool with_reg, T reg);
+
+  ParamLayout lay_;
+  int max_cols_;
+  std::vector<T> params_, grads_;
+  std::vector<T> X_, A1_, Z2_, dA1_;  // D x cols, H x cols, C x cols, H x cols
+  std::vector<std::uint32_t> order_;
+  const std::uint32_t* batch_idx_ = nullptr;  // this step's indices (into order_)
+  std::vector<std::uint8_t> ylab_;            // labels of the slice
+  CpuImages shard_;
+  double loss_ = 0;
+  std::uint64_t correct_ = 0;
+  GraphStats gstats_;
+  std::function<void()> phase_hook_;
+  bool fused_ = false;  // fuse_w1_step
+  T fused_lr_ = 0;
+};
+
+}  // namespace nn::train

@@ -1,0 +1,155 @@
+// The network on one device: packed parameters and gradients, activations for one batch
+// slice, forward/backward through the GEMM dispatcher and the ops kernels, SGD, evaluation,
+// all queued on the model's own stream; the phases of a step (for overlap and the model-
+// parallel exchange) and their CUDA Graph replays. Host code (no MPI); tested through
+// tests/train/test_train.cpp and test_strategies.cpp against the reference.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <tuple>
+#include <vector>
+
+#include "common/device_buffer.h"
+#include "common/stream.h"
+#include "model/param_layout.h"
+
+namespace nn::train {
+
+// uint8 images (D x n, column-major: one image per column) and their labels, resident on
+// the device: uploaded once, never copied again (the course's profile lost half of each
+// batch to re-copying images).
+struct DeviceImages {
+  DeviceImages() = default;
+  DeviceImages(const std::uint8_t* images, const std::uint8_t* labels, std::size_t n, int D);
+  DeviceBuffer<std::uint8_t> images, labels;
+  std::size_t n = 0;
+  int D = 0;
+};
+
+template <class T>
+class DeviceModel {
+ public:
+  using Images = DeviceImages;  // what set_train_data and evaluate take (the trainer names it so)
+  // max_cols: the most columns one forward pass handles (the largest local slice, or the
+  // evaluation chunk). gemm_variant: nn::gemm's variant number, checked by the caller.
+  // H == 0 is allowed for a model-parallel rank that owns no hidden unit (p > H).
+  DeviceModel(int D, int H, int C, int max_cols, int gemm_variant);
+
+  const ParamLayout& layout() const { return lay_; }
+  std::size_t num_params() const { return lay_.total(); }
+
+  // Packed [W1 | b1 | W2 | b2], column-major, host <-> device.
+  void set_params(const std::vector<T>& packed);
+  std::vector<T> get_params() const;
+  std::vector<T> get_grads() const;
+
+  // The shard to train on, and the epoch's visiting order of its positions (uploaded once
+  // per epoch: a batch's local indices are then just an offset into it, no per-batch copy).
+  void set_train_data(DeviceImages&& shard);
+  void set_order(const std::vector<std::uint32_t>& order);
+
+  // Gradient of this rank's part of a global batch: the columns order[offset .. offset+b).
+  // inv_B = 1 / (GLOBAL batch size), so the sum of every rank's gradient is the batch's.
+  // add_reg: add reg * W to the weight gradients (exactly one rank does, so the sum over
+  // ranks holds it once). b == 0 is legal: the gradient is then zero (or reg * W only).
+  // Cross-entropy sum and correct count of the slice are accumulated on the device.
+  void forward_backward(std::size_t offset, int b, T inv_B, bool add_reg, T reg);
+
+  // The same step in two phases, for the overlap (trainer.cpp): the first queues the forward
+  // pass and layer 2's gradients [W2 | b2] and records Stage::Layer2Grads; the second queues
+  // layer 1's [W1 | b1] and records Stage::AllGrads. forward_backward calls both.
+  void backward_layer2_phase(std::size_t offset, int b, T inv_B, bool add_reg, T reg);
+  void backward_layer1_phase(int b, bool add_reg, T reg);
+
+  // Model parallelism (this model holds hidden units [h0, h0 + H) of the network; the
+  // trainer sums the ranks' partial scores between the two phases, so no gradient is ever
+  // exchanged). partial_scores_phase: Z2 = W2_slice sigmoid(W1_slice X + b1_slice), plus b2
+  // when add_b2 (exactly one rank), for the batch's columns order[offset .. offset + b);
+  // records Stage::PartialScores. scores() is that C x b buffer: the trainer sums it over
+  // the ranks in place. model_backward_phase: softmax / cross-entropy on the summed scores
+  // (statistics accumulated when `stats`), then every gradient of this rank's slice, reg * W
+  // included (each rank owns its weights), and b2's (every rank computes the same).
+  void partial_scores_phase(std::size_t offset, int b, bool add_b2);
+  T* scores() const { return Z2_.get(); }
+  void model_backward_phase(int b, T inv_B, T reg, bool stats);
+
+  // The gradient range [begin, end) of the packed buffer to pinned host memory, on the copy
+  // stream after `after`; download_done / wait_download report its completion.
+  void queue_download(T* host, std::size_t begin, std::size_t end, Stage after);
+  bool download_done(Stage after) const;
+  void wait_download(Stage after) const;
+  void wait(Stage s) const;          // the host waits for the stage's event
+  T* grads_device() const { return grads_.get(); }  // for a CUDA-aware MPI (--mpi device)
+  // Scores to / from pinned host memory (model parallelism, host staging); synchronous.
+  void download_scores(T* host, int b);
+  void upload_scores(const T* host, int b);
+
+  // --graph: each phase is captured once per shape (after one eager warm-up run, so lazy
+  // allocations such as the split-K workspace happen outside the capture) and replayed.
+  void enable_graphs(bool on) { graphs_on_ = on; }
+  struct GraphStats {
+    std::size_t captured = 0, replays = 0, eager = 0, nodes = 0;  // nodes: all graphs
+  };
+  const GraphStats& graph_stats() const { return gstats_; }
+  cudaStream_t stream() const { return stream_.get(); }
+
+  // Called on the host between the forward pass's launches and the backward pass's in every
+  // forward_backward (at once for an empty slice), e.g. to record a CUDA event there: the
+  // trainer's --report times the two passes apart with it. Empty (default): nothing is called.
+  void set_phase_hook(std::function<void()> hook) { phase_hook_ = std::move(hook); }
+
+  // The gradient buffer, for the reduction between the two copies (upload: queued on the
+  // model's stream, before the SGD step; the host buffer must stay put until that step).
+  void download_grads(T* host) const;
+  void upload_grads(const T* host);
+  // p <- p - lr * g for every entry: the regulariser is already inside g (see trainer.cpp).
+  void sgd_step(T lr);
+
+  // Training statistics accumulated by forward_backward since the last reset.
+  void reset_stats();
+  void read_stats(double& loss_sum, std::uint64_t& correct) const;
+
+  // ||W1||_F^2 + ||W2||_F^2 (accumulated in double), for the reported loss.
+  double weight_sq_norm() const;
+
+  // Number of correctly classified images of `data` (forward passes in chunks of max_cols).
+  std::uint64_t evaluate(const DeviceImages& data);
+
+ private:
+  void forward(const std::uint8_t* images, const std::uint32_t* idx, int b, bool bias2 = true);
+  void stage_batch(std::size_t offset, int b);
+  void forward_and_loss(int b, T inv_B);  // labels, forward pass, softmax + CE + dZ2  // the batch's indices and labels, stable addresses
+  void layer2_grads(int b, bool with_reg, T reg);
+  void layer1_grads(int b, bool with_reg, T reg);
+  // Runs fn on the stream, or captures and replays it under --graph (key: the phase and
+  // every value its launches take that can change between steps).
+  using GraphKey = std::tuple<int, int, double, int>;
+  template <class F>
+  void run_phase(const GraphKey& key, F&& fn);
+
+  Stream stream_, copy_stream_;
+  Event ev_layer2_, ev_all_, ev_scores_, ev_copy_layer2_, ev_copy_all_;
+  bool graphs_on_ = false;
+  struct GraphSlot {
+    bool warmed = false;
+    GraphExec exec;
+  };
+  std::map<GraphKey, GraphSlot> graphs_;
+  GraphStats gstats_;
+
+  ParamLayout lay_;
+  int max_cols_, variant_;
+  DeviceBuffer<T> params_, grads_;
+  DeviceBuffer<T> X_, A1_, Z2_, dA1_;       // D x cols, H x cols, C x cols, H x cols
+  DeviceBuffer<std::uint8_t> ylab_;         // labels of the slice
+  DeviceBuffer<std::uint32_t> order_, iota_;  // epoch order of the shard; 0..max_cols-1
+  DeviceBuffer<std::uint32_t> batch_idx_;     // this step's indices (a fixed address for graphs)
+  DeviceBuffer<double> loss_;
+  DeviceBuffer<unsigned> correct_;
+  DeviceImages shard_;
+  std::function<void()> phase_hook_;
+};
+
+}  // namespace nn::train

@@ -1,0 +1,172 @@
+// The whole trainer with --device cpu (CpuModel, no emulator): every strategy against the
+// Armadillo reference in float and double at every rank count make test runs (1-4), overlap
+// on/off bit for bit, agreement with the emulated GPU run, divergence, refused GPU-only
+// options, bad sizes, and the --report of a CPU run. Collective, like test_strategies.cpp.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "reference/ref_net.h"  // Armadillo before the emulator's CUDA macros (__noinline__)
+#include "comm/comm.h"
+#include "common/errors.h"
+#include "synthetic.h"
+#include "../temp_dir.h"
+#include "train/trainer.h"
+
+namespace nn::train {
+namespace {
+
+Config cpu_config(int H, std::size_t B, int epochs, Strategy st = Strategy::Allreduce) {
+  Config c = small_config(H, B, epochs);
+  c.device = Device::Cpu;
+  c.strategy = st;
+  return c;
+}
+
+const Strategy kAll[] = {Strategy::Allreduce, Strategy::ParamServer, Strategy::Model};
+
+TEST(CpuTrain, EveryStrategyMatchesTheReferenceInFloat) {
+  for (Strategy st : kAll) {
+    SCOPED_TRACE(strategy_name(st));
+    // n_fit = 54, B = 7: not a multiple of 2, 3 or 4, a short last batch; H = 5 splits unevenly.
+    const auto r = train_on<float>(cpu_config(5, 7, 2, st), make_data(60, 20), nullptr);
+    expect_verified<float>(r);
+    expect_ranks_agree(r.params);
+    EXPECT_GT(r.test_precision, 0.0);
+  }
+}
+
+TEST(CpuTrain, EveryStrategyMatchesTheReferenceInDouble) {
+  for (Strategy st : kAll) {
+    SCOPED_TRACE(strategy_name(st));
+    const auto r = train_on<double>(cpu_config(64, 10, 2, st), make_data(95, 20), nullptr);
+    expect_verified<double>(r);
+    expect_ranks_agree(r.params);
+  }
+}
+
+TEST(CpuTrain, BatchSmallerThanTheRanksAndMoreRanksThanHiddenUnits) {
+  // B = 2: at 3 and 4 ranks some ranks hold empty slices (they still join the reduction, one
+  // of them maybe rank 0 with the regulariser). H = 2, model parallel: ranks without units.
+  const auto a = train_on<double>(cpu_config(6, 2, 1), make_data(30, 10), nullptr);
+  expect_verified<double>(a);
+  expect_ranks_agree(a.params);
+  const auto m = train_on<double>(cpu_config(2, 10, 2, Strategy::Model), make_data(60, 20), nullptr);
+  expect_verified<double>(m);
+  expect_ranks_agree(m.params);
+}
+
+TEST(CpuTrain, OverlapOnAndOffGiveIdenticalWeights) {
+  const HostData d = make_data(60, 20);
+  for (Strategy st : {Strategy::Allreduce, Strategy::ParamServer}) {
+    SCOPED_TRACE(strategy_name(st));
+    Config c = cpu_config(6, 7, 2, st);
+    c.verify = false;
+    const auto on = train_on<float>(c, d, nullptr);
+    c.overlap = false;
+    const auto off = train_on<float>(c, d, nullptr);
+    EXPECT_TRUE(flat(on.params) == flat(off.params)) << "--no-overlap changed the weights";
+    EXPECT_EQ(on.test_precision, off.test_precision);
+  }
+}
+
+TEST(CpuTrain, AgreesWithTheGpuModelRun) {
+  // The same batches on the (emulated) device and on the host: two summation orders of the
+  // same maths, as close as each is to the reference.
+  const HostData d = make_data(60, 20);
+  Config c = cpu_config(8, 7, 2);
+  c.verify = false;
+  const auto cpu = train_on<double>(c, d, nullptr);
+  c.device = Device::Gpu;
+  const auto gpu = train_on<double>(c, d, nullptr);
+  const std::vector<double> a = flat(cpu.params), b = flat(gpu.params);
+  ASSERT_EQ(a.size(), b.size());
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    num += (a[i] - b[i]) * (a[i] - b[i]);
+    den += b[i] * b[i];
+  }
+  EXPECT_LT(std::sqrt(num / den), 1e-10);
+  EXPECT_GT(num, 0.0);  // really two computations, not one path taken twice
+}
+
+TEST(CpuTrain, DivergenceStopsAtTheFirstNonFiniteStep) {
+  const HostData d = make_data(60, 20);
+  for (Strategy st : kAll) {
+    SCOPED_TRACE(strategy_name(st));
+    Config c = cpu_config(6, 7, 3, st);
+    c.verify = false;
+    c.lr = 1e6;
+    try {
+      train_on<float>(c, d, nullptr);
+      ADD_FAILURE() << "lr 1e6 trained to the end";
+    } catch (const Diverged& e) {
+      EXPECT_NE(std::string(e.what()).find("non-finite loss at "), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(CpuTrain, GpuOnlyOptionsAndBadSizesAreUserErrors) {
+  const HostData d = make_data(60, 20);
+  const auto message = [&](Config c) {
+    try {
+      train_on<float>(c, d, nullptr);
+    } catch (const UserError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  Config c = cpu_config(6, 7, 1);
+  c.mpi_device = true;
+  EXPECT_NE(message(c).find("--mpi device is for --device gpu"), std::string::npos) << message(c);
+  c = cpu_config(6, 7, 1);
+  c.graph = true;
+  EXPECT_NE(message(c).find("--graph"), std::string::npos);
+  c = cpu_config(6, 100, 1);  // more than the 54 training images
+  EXPECT_NE(message(c).find("--batch 100 exceeds the 54 training images"), std::string::npos) << message(c);
+  c = cpu_config(6, 7, 1);
+  c.train_size = 1000;
+  EXPECT_NE(message(c).find("--train-size 1000 exceeds"), std::string::npos) << message(c);
+}
+
+TEST(CpuTrain, ReportTimesTheHostAndUsesTheGemmRateAsCeiling) {
+  nn::test::TempDir tmp("nn_cpu_report");
+  const std::string dir = comm::broadcast(comm::rank() == 0 ? tmp.str() : std::string());
+  ASSERT_FALSE(dir.empty());
+  Config c = cpu_config(8, 7, 2);
+  c.verify = false;
+  c.report = dir + "/r.json";
+  const auto res = train_on<float>(c, make_data(60, 20), nullptr);
+  bool ok = true;
+  if (comm::rank() == 0) {
+    std::ifstream f(c.report);
+    const std::string text((std::istreambuf_iterator<char>(f)), {});
+    const auto r = nlohmann::json::parse(text, nullptr, false);  // discarded (not an object) if invalid
+    EXPECT_TRUE(r.is_object()) << text;
+    if (r.is_object()) {
+    const std::size_t K = (res.n_fit + c.batch - 1) / c.batch * std::size_t(c.epochs);
+    EXPECT_EQ(r["build"], "cpu");
+    EXPECT_EQ(r["phases"]["forward"]["count"], K);  // the phase hook splits the passes
+    EXPECT_EQ(r["phases"]["step"]["count"], K);
+    EXPECT_EQ(r["phases"]["d2h"]["count"], 0u);  // MPI in place: no staging copies
+    EXPECT_EQ(r["phases"]["allreduce"]["count"], comm::size() > 1 ? K : 0u);
+    const double rate = r["measured"]["gemm_flops_per_s"];
+    EXPECT_GT(rate, 0.0);
+    EXPECT_GT(r["cpu"]["threads_per_rank"].get<int>(), 0);
+    EXPECT_GT(r["cpu"]["blas_bound_epoch_s"].get<double>(), 0.0);
+    if (comm::size() == 1) EXPECT_DOUBLE_EQ(r["roofline_prediction_flops_per_s"].get<double>(), rate);
+    else EXPECT_LT(r["roofline_prediction_flops_per_s"].get<double>(), rate);
+    }
+    ok = !::testing::Test::HasFailure();
+  }
+  EXPECT_TRUE(comm::all_ok(ok));
+}
+
+}  // namespace
+}  // namespace nn::train

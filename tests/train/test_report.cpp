@@ -1,0 +1,384 @@
+// GoogleTest suite for src/train/report.cpp and the trainer's --report / --profile: the
+// report's arithmetic on hand-made timings (rank-local), then tiny in-memory trainings at
+// every rank count whose JSON is parsed and checked key by key against the run (collective:
+// every rank runs the same trainings; rank 0 alone reads the file and shares its verdict).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "../temp_dir.h"
+#include "comm/comm.h"
+#include "common/errors.h"
+#include "schedule/rng.h"
+#include "common/nn_real.h"
+#include "train/report.h"
+#include "train/trainer.h"
+
+namespace nn::train {
+namespace {
+
+using nlohmann::json;
+
+// ---- make_report on hand-made timings (no device, no MPI) ----
+
+BatchTiming timing(double f, double b, double d2h, double ar, double h2d, double step, double batch) {
+  BatchTiming t;
+  t.forward = f;
+  t.backward = b;
+  t.compute = f + b;
+  t.d2h = d2h;
+  t.allreduce = ar;
+  t.h2d = h2d;
+  t.step = step;
+  t.batch = batch;
+  return t;
+}
+
+ReportInputs inputs(int ranks) {
+  ReportInputs in;
+  in.device = "test device";
+  in.ranks = ranks;
+  in.hidden = 8;
+  in.batch = 10;
+  in.epochs = 1;
+  in.n_train = 30;
+  in.gemm = 2;
+  in.epoch_seconds = {0.5};
+  in.total_s = 0.75;
+  return in;
+}
+
+// Round trip through the text, as the plotting script sees it.
+json parsed(const ReportInputs& in) { return json::parse(make_report(in).dump()); }
+
+TEST(Report, FlopAndByteCountsFollowTheCourse) {
+  EXPECT_EQ(batch_flops(100, 256, 784, 10), 4.0 * 100 * 256 * (784 + 10));
+  // forward 2BHD + 2BCH, backward dW1 2BHD + dW2 2BCH
+  EXPECT_EQ(batch_flops(7, 3, 5, 2), 2.0 * 7 * 3 * 5 + 2.0 * 7 * 2 * 3 + 2.0 * 7 * 3 * 5 + 2.0 * 7 * 2 * 3);
+  EXPECT_EQ(gradient_bytes(256, 784, 10, 4), 2.0 * (256 * 784 + 256 + 10 * 256 + 10) * 4);
+  EXPECT_EQ(gradient_bytes(3, 5, 2, 8), 2.0 * (15 + 3 + 6 + 2) * 8);
+}
+
+TEST(Report, PhasesMediansRatesAndRooflineFromTimings) {
+  ReportInputs in = inputs(2);
+  in.batches = {timing(1e-3, 2e-3, 5e-4, 1e-3, 5e-4, 2e-4, 5.2e-3),
+                timing(2e-3, 2e-3, 1e-3, 3e-3, 1e-3, 2e-4, 9.2e-3),
+                timing(1e-3, 4e-3, 5e-4, 2e-3, 5e-4, 4e-4, 8.4e-3)};
+  const json r = parsed(in);
+  EXPECT_EQ(r["schema"], "nn-report-1");
+  EXPECT_EQ(r["device"], "test device");
+  EXPECT_EQ(r["build"], "cuda");
+  EXPECT_EQ(r["ranks"], 2);
+  EXPECT_EQ(r["precision"], "float");
+  EXPECT_EQ(r["config"], json::parse(R"({"hidden": 8, "batch": 10, "epochs": 1, "n_train": 30,
+                                         "gemm": 2, "profile": false})"));
+  const json& ph = r["phases"];
+  EXPECT_EQ(ph["forward"]["count"], 3);
+  EXPECT_DOUBLE_EQ(ph["forward"]["total_s"].get<double>(), 4e-3);
+  EXPECT_DOUBLE_EQ(ph["forward"]["median_s"].get<double>(), 1e-3);
+  EXPECT_DOUBLE_EQ(ph["backward"]["median_s"].get<double>(), 2e-3);
+  EXPECT_DOUBLE_EQ(ph["forward_backward"]["median_s"].get<double>(), 4e-3);
+  EXPECT_DOUBLE_EQ(ph["allreduce"]["median_s"].get<double>(), 2e-3);
+  EXPECT_DOUBLE_EQ(ph["allreduce"]["total_s"].get<double>(), 6e-3);
+  EXPECT_DOUBLE_EQ(ph["step"]["median_s"].get<double>(), 2e-4);
+  EXPECT_DOUBLE_EQ(ph["batch"]["median_s"].get<double>(), 8.4e-3);
+  for (const char* name : {"d2h", "h2d", "batch"}) EXPECT_EQ(ph[name]["count"], 3) << name;
+
+  const double F = 4.0 * 10 * 8 * 794, bytes = 2.0 * (8 * 784 + 8 + 10 * 8 + 10) * 4;
+  EXPECT_EQ(r["per_batch"], (json{{"flops", F}, {"pci_bytes", bytes}, {"mpi_bytes", bytes}, {"batches", 3}}));
+  const json& m = r["measured"];
+  EXPECT_DOUBLE_EQ(m["p_flops"].get<double>(), F / 4e-3);      // median of forward + backward
+  EXPECT_DOUBLE_EQ(m["p_pci"].get<double>(), bytes / 1e-3);    // median of d2h + h2d
+  EXPECT_DOUBLE_EQ(m["p_mpi"].get<double>(), bytes / 2e-3);
+  EXPECT_DOUBLE_EQ(m["flops_per_s"].get<double>(), F / 8.4e-3);
+  const double ai = F / bytes;
+  EXPECT_DOUBLE_EQ(r["arithmetic_intensity"].get<double>(), ai);
+  EXPECT_DOUBLE_EQ(r["roofline_prediction_flops_per_s"].get<double>(),
+                   ai / (ai / (F / 4e-3) + (1e-3 / bytes + 2e-3 / bytes) / 2));
+  EXPECT_EQ(r["epoch_seconds"], json::array({0.5}));
+  EXPECT_EQ(r["total_s"], 0.75);
+
+  // An even number of samples: the median is the mean of the middle two.
+  in.batches.pop_back();
+  EXPECT_DOUBLE_EQ(parsed(in)["phases"]["allreduce"]["median_s"].get<double>(), 2e-3);
+}
+
+TEST(Report, SingleRankHasNoCommunicationAndAComputeOnlyPrediction) {
+  ReportInputs in = inputs(1);
+  in.is_double = true;
+  in.emulator = true;
+  BatchTiming t = timing(1e-3, 1e-3, kNotRun, kNotRun, kNotRun, 1e-4, 2.1e-3);
+  in.batches = {t, t};
+  const json r = parsed(in);
+  EXPECT_EQ(r["build"], "emulator");
+  EXPECT_EQ(r["precision"], "double");
+  for (const char* name : {"d2h", "allreduce", "h2d"}) {
+    EXPECT_EQ(r["phases"][name]["count"], 0) << name;
+    EXPECT_EQ(r["phases"][name]["total_s"], 0.0) << name;
+    EXPECT_TRUE(r["phases"][name]["median_s"].is_null()) << name;
+  }
+  EXPECT_EQ(r["per_batch"]["pci_bytes"], 2.0 * (8 * 784 + 8 + 10 * 8 + 10) * 8);
+  EXPECT_TRUE(r["measured"]["p_pci"].is_null());
+  EXPECT_TRUE(r["measured"]["p_mpi"].is_null());
+  EXPECT_DOUBLE_EQ(r["roofline_prediction_flops_per_s"].get<double>(), r["measured"]["p_flops"].get<double>());
+}
+
+TEST(Report, ZeroTimesAndNoBatchesGiveNullsNotInfinities) {
+  ReportInputs in = inputs(2);
+  in.batches = {timing(1e-3, 1e-3, 1e-4, 0.0, 1e-4, 1e-4, 2.3e-3)};  // an allreduce below resolution
+  json r = parsed(in);
+  EXPECT_TRUE(r["measured"]["p_mpi"].is_null());
+  EXPECT_TRUE(r["measured"]["p_pci"].is_number());
+  EXPECT_TRUE(r["roofline_prediction_flops_per_s"].is_null());
+  in.batches.clear();  // zero epochs
+  in.epoch_seconds.clear();
+  r = parsed(in);
+  for (const auto& [name, p] : r["phases"].items()) {
+    EXPECT_EQ(p["count"], 0) << name;
+    EXPECT_TRUE(p["median_s"].is_null()) << name;
+  }
+  for (const auto& [name, v] : r["measured"].items()) EXPECT_TRUE(v.is_null()) << name;
+  EXPECT_TRUE(r["roofline_prediction_flops_per_s"].is_null());
+  EXPECT_TRUE(r["arithmetic_intensity"].is_number());
+  EXPECT_EQ(r["epoch_seconds"], json::array());
+  // Forward and backward timed as one: only their sum is known.
+  BatchTiming t = timing(kNotRun, kNotRun, kNotRun, kNotRun, kNotRun, 1e-4, 3e-3);
+  t.compute = 2e-3;
+  in.batches = {t};
+  r = parsed(in);
+  EXPECT_EQ(r["phases"]["forward"]["count"], 0);
+  EXPECT_EQ(r["phases"]["forward_backward"]["count"], 1);
+  EXPECT_DOUBLE_EQ(r["measured"]["p_flops"].get<double>(), 4.0 * 10 * 8 * 794 / 2e-3);
+}
+
+TEST(Report, WrittenAtomicallyAndRefusedWhereItCannotBe) {
+  nn::test::TempDir tmp("nn_report");
+  ASSERT_TRUE(tmp.ok());
+  ReportInputs in = inputs(1);
+  const std::string path = tmp.path("r.json");
+  write_report(path, make_report(in));
+  in.device = "second";
+  write_report(path, make_report(in));  // replaces the first
+  std::ifstream f(path);
+  EXPECT_EQ(json::parse(f)["device"], "second");
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(tmp.str())) files += e.is_regular_file();
+  EXPECT_EQ(files, 1);  // no temporary left behind
+  try {
+    write_report(tmp.path("missing/r.json"), make_report(in));
+    ADD_FAILURE() << "wrote into a missing directory";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("--report " + tmp.path("missing/r.json")), std::string::npos) << e.what();
+  }
+}
+
+// ---- the trainer's report (collective) ----
+
+// Random images and labels, on rank 0 only: the report does not care what is learnt.
+HostData random_data(std::size_t n_train, std::size_t n_test) {
+  HostData d;
+  if (comm::rank() != 0) return d;
+  schedule::Rng rng(schedule::derive_seed(77, schedule::Stream::kTest, 9));
+  for (auto* s : {&d.train, &d.test}) {
+    const std::size_t n = s == &d.train ? n_train : n_test;
+    s->images.resize(n * kInputDim);
+    s->labels.resize(n);
+    for (auto& px : s->images) px = std::uint8_t(rng.below(256));
+    for (auto& l : s->labels) l = std::uint8_t(rng.below(kNumClasses));
+  }
+  return d;
+}
+
+Config report_config(const std::string& report) {
+  Config c;
+  c.hidden = 8;
+  c.batch = 7;  // n_fit = 54 = 7 * 7 + 5: a short last batch, and B not a multiple of 2..4
+  c.epochs = 2;
+  c.val_fraction = 0.1;
+  c.seed = 3;
+  c.report = report;
+  return c;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+// Rank 0's temporary directory, known to every rank (only rank 0 writes the report).
+struct SharedDir {
+  nn::test::TempDir tmp{"nn_report"};
+  std::string dir = comm::broadcast(comm::rank() == 0 ? tmp.str() : std::string());
+  std::string path(const std::string& name) const { return dir + "/" + name; }
+};
+
+// Everything the report of a finished run must say (rank 0, EXPECTs only: no early return
+// that would leave the other ranks waiting). Returns false if anything failed.
+bool check_report(const std::string& text, const Config& c, const TrainResult& res) {
+  if (!json::accept(text)) {
+    ADD_FAILURE() << "not JSON: " << text;
+    return false;
+  }
+  const json r = json::parse(text);
+  const int p = comm::size();
+  const std::size_t batches_per_epoch = (res.n_fit + c.batch - 1) / c.batch;
+  const std::size_t K = batches_per_epoch * std::size_t(c.epochs);
+
+  for (const char* key : {"schema", "device", "build", "ranks", "precision", "config", "phases", "per_batch",
+                          "measured", "arithmetic_intensity", "roofline_prediction_flops_per_s",
+                          "epoch_seconds", "total_s"})
+    EXPECT_TRUE(r.contains(key)) << key;
+  EXPECT_EQ(r["schema"], "nn-report-1");
+  EXPECT_TRUE(r["device"].is_string() && !r["device"].get<std::string>().empty());
+#ifdef SIM_EMULATOR
+  EXPECT_EQ(r["build"], "emulator");
+#else
+  EXPECT_EQ(r["build"], "cuda");
+#endif
+  EXPECT_EQ(r["ranks"], p);
+  EXPECT_EQ(r["precision"], sizeof(nn_real) == 8 ? "double" : "float");
+  EXPECT_EQ(r["config"]["hidden"], c.hidden);
+  EXPECT_EQ(r["config"]["batch"], c.batch);
+  EXPECT_EQ(r["config"]["epochs"], c.epochs);
+  EXPECT_EQ(r["config"]["n_train"], res.n_fit);
+  EXPECT_EQ(r["config"]["gemm"], c.gemm);
+  EXPECT_EQ(r["config"]["profile"], c.profile);
+
+  // Every phase, with count = the number of batches where it runs.
+  const json& ph = r["phases"];
+  for (const char* name : {"forward", "backward", "d2h", "allreduce", "h2d", "step", "batch", "forward_backward"}) {
+    EXPECT_TRUE(ph.contains(name)) << name;
+    for (const char* key : {"total_s", "median_s", "count"}) EXPECT_TRUE(ph[name].contains(key)) << name << key;
+    EXPECT_GE(ph[name]["total_s"].get<double>(), 0.0) << name;
+  }
+  for (const char* name : {"step", "batch", "forward_backward"}) EXPECT_EQ(ph[name]["count"], K) << name;
+  for (const char* name : {"d2h", "allreduce", "h2d"}) EXPECT_EQ(ph[name]["count"], p > 1 ? K : 0) << name;
+  // Forward and backward apart where the model marks their boundary, else only their sum.
+  EXPECT_EQ(ph["forward"]["count"], ph["backward"]["count"]);
+  const std::size_t nf = ph["forward"]["count"];
+  EXPECT_TRUE(nf == K || nf == 0) << nf;
+  if (nf == K) {
+    EXPECT_NEAR(ph["forward"]["total_s"].get<double>() + ph["backward"]["total_s"].get<double>(),
+                ph["forward_backward"]["total_s"].get<double>(), 1e-6);
+  }
+  if (p >= 2) {
+    EXPECT_GT(ph["allreduce"]["count"].get<std::size_t>(), 0u);
+    EXPECT_TRUE(r["measured"]["p_mpi"].is_number() && r["measured"]["p_mpi"].get<double>() > 0);
+    EXPECT_TRUE(r["measured"]["p_pci"].is_number() && r["measured"]["p_pci"].get<double>() > 0);
+  } else {
+    EXPECT_TRUE(r["measured"]["p_pci"].is_null());
+    EXPECT_TRUE(r["measured"]["p_mpi"].is_null());
+  }
+
+  // The phases of a batch lie inside it; without --profile they tile it (events back to back).
+  double parts = 0;
+  for (const char* name : {"forward_backward", "d2h", "allreduce", "h2d", "step"})
+    parts += ph[name]["total_s"].get<double>();
+  const double batch_total = ph["batch"]["total_s"];
+  EXPECT_LE(parts, batch_total * (1 + 1e-5) + 1e-7);
+  if (!c.profile) {
+    EXPECT_NEAR(parts, batch_total, batch_total * 1e-5 + 1e-7);
+  }
+
+  // Counts and rates.
+  const double F = 4.0 * double(c.batch) * c.hidden * (kInputDim + kNumClasses);
+  const double bytes = 2.0 * (double(c.hidden) * kInputDim + c.hidden + kNumClasses * c.hidden + kNumClasses) *
+                       double(sizeof(nn_real));
+  EXPECT_EQ(r["per_batch"]["flops"], F);
+  EXPECT_EQ(r["per_batch"]["pci_bytes"], bytes);
+  EXPECT_EQ(r["per_batch"]["mpi_bytes"], bytes);
+  EXPECT_EQ(r["per_batch"]["batches"], K);
+  const json& m = r["measured"];
+  for (const char* key : {"p_flops", "p_pci", "p_mpi", "flops_per_s"}) EXPECT_TRUE(m.contains(key)) << key;
+  EXPECT_GT(m["p_flops"].get<double>(), 0.0);
+  EXPECT_GT(m["flops_per_s"].get<double>(), 0.0);
+  EXPECT_LE(m["flops_per_s"].get<double>(), m["p_flops"].get<double>() * (1 + 1e-9));  // batch >= its compute
+  const double ai = r["arithmetic_intensity"];
+  EXPECT_DOUBLE_EQ(ai, F / bytes);
+  const double expected = p > 1 ? ai / (ai / m["p_flops"].get<double>() +
+                                        (1 / m["p_pci"].get<double>() + 1 / m["p_mpi"].get<double>()) / 2)
+                                : m["p_flops"].get<double>();
+  EXPECT_NEAR(r["roofline_prediction_flops_per_s"].get<double>(), expected, expected * 1e-12);
+
+  // Epoch times: the very numbers the trainer printed; the batches fit inside them.
+  std::vector<double> printed;
+  double epochs_total = 0;
+  for (const EpochStats& e : res.epochs) {
+    printed.push_back(e.seconds);
+    epochs_total += e.seconds;
+  }
+  EXPECT_EQ(r["epoch_seconds"].get<std::vector<double>>(), printed);
+  EXPECT_LE(batch_total, epochs_total * (1 + 1e-6));
+  EXPECT_GE(r["total_s"].get<double>(), epochs_total);
+  if (::testing::Test::HasFailure()) std::printf("%s\n", text.c_str());
+  return !::testing::Test::HasFailure();
+}
+
+TEST(Report, TrainingWritesACompleteConsistentReport) {
+  const SharedDir dir;
+  ASSERT_FALSE(dir.dir.empty());
+  const Config c = report_config(dir.path("report.json"));
+  const TrainResult res = train_on<nn_real>(c, random_data(60, 10), nullptr);
+  bool ok = true;
+  if (comm::rank() == 0) ok = check_report(slurp(c.report), c, res);
+  EXPECT_TRUE(comm::all_ok(ok));
+}
+
+TEST(Report, ProfileRunsAndPrintsItsPhases) {
+  const SharedDir dir;
+  ASSERT_FALSE(dir.dir.empty());
+  Config c = report_config(dir.path("profile.json"));
+  c.profile = true;
+  c.epochs = 1;
+  const std::string log = dir.path("log.txt");
+  std::FILE* out = comm::rank() == 0 ? std::fopen(log.c_str(), "w") : nullptr;
+  const TrainResult res = train_on<nn_real>(c, random_data(60, 10), out);
+  if (out) std::fclose(out);
+  bool ok = true;
+  if (comm::rank() == 0) {
+    ok = check_report(slurp(c.report), c, res);
+    const std::string printed = slurp(log);
+    EXPECT_NE(printed.find("timing on rank 0"), std::string::npos) << printed;
+    EXPECT_NE(printed.find("--profile"), std::string::npos) << printed;
+    EXPECT_NE(printed.find("roofline prediction"), std::string::npos) << printed;
+    EXPECT_NE(printed.find("report: " + c.report), std::string::npos) << printed;
+    ok = !::testing::Test::HasFailure();
+  }
+  EXPECT_TRUE(comm::all_ok(ok));
+  // --profile alone: the same timing on the console, no file.
+  c.report.clear();
+  EXPECT_NO_THROW(train_on<nn_real>(c, random_data(60, 10), nullptr));
+}
+
+TEST(Report, UnwritableReportPathIsAUserErrorBeforeTraining) {
+  const SharedDir dir;
+  ASSERT_FALSE(dir.dir.empty());
+  const std::string log = dir.path("log.txt");
+  for (const std::string& bad : {dir.path("missing/report.json"), dir.dir}) {
+    const Config c = report_config(bad);
+    std::FILE* out = comm::rank() == 0 ? std::fopen(log.c_str(), "w") : nullptr;
+    std::string message;
+    try {
+      train_on<nn_real>(c, random_data(60, 10), out);
+    } catch (const UserError& e) {
+      message = e.what();
+    }
+    if (out) std::fclose(out);
+    EXPECT_NE(message.find("--report " + bad + ": "), std::string::npos) << message;
+    if (comm::rank() == 0) {
+      EXPECT_EQ(slurp(log), "") << "printed before failing: nothing was trained";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace nn::train
