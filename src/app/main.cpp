@@ -7,15 +7,15 @@
 #include <string>
 #include <vector>
 
+#include "app/exit_codes.h"
+#include "app/options.h"
+#include "app/run.h"
+#include "app/signals.h"
 #include "comm/comm.h"
 #include "common/errors.h"
 #include "io/idx.h"
-#include "app/options.h"
-#include "train/trainer.h"
 
 namespace {
-
-constexpr int kExitBadOptions = 2;
 
 enum class Parsed { kRun, kHelp, kFailed };
 
@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
   }
   switch (agree_on_parse(parse_error, opts.help)) {
     case Parsed::kFailed:
-      return kExitBadOptions;
+      return nn::train::kExitBadOptions;
     case Parsed::kHelp:
       if (rank == 0) std::fputs(nn::train::help_text().c_str(), stdout);
       return 0;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "model/model.h"
 #include "model/param_layout.h"
 
 namespace nn::train {
@@ -41,6 +42,7 @@ template <class T>
 class CpuModel {
  public:
   using Images = CpuImages;
+  static constexpr bool kOnHost = true;  // computes on the host: no device, no streams (model.h)
 
   // max_cols: the most columns one forward pass handles. H == 0 is allowed (a model-parallel
   // rank that owns no hidden unit).
@@ -68,13 +70,13 @@ class CpuModel {
   T* scores() { return Z2_.data(); }
   void model_backward_phase(int b, T inv_B, T reg, bool stats);
 
-  // The gradient already lives in host memory: MPI reduces grads_device() in place (the
+  // The gradient already lives in host memory: MPI reduces grads() in place (the
   // trainer's "device memory" path), and these copies exist for the generic staging path.
   void queue_download(T* host, std::size_t begin, std::size_t end, Stage after);
   bool download_done(Stage) const { return true; }
   void wait_download(Stage) const {}
   void wait(Stage) const {}
-  T* grads_device() { return grads_.data(); }
+  T* grads() { return grads_.data(); }
   void download_scores(T* host, int b);
   void upload_scores(const T* host, int b);
   void download_grads(T* host) const;
@@ -141,5 +143,7 @@ class CpuModel {
   bool fused_ = false;  // fuse_w1_step
   T fused_lr_ = 0;
 };
+
+static_assert(TrainableModel<CpuModel<float>, float> && TrainableModel<CpuModel<double>, double>);
 
 }  // namespace nn::train

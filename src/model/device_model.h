@@ -13,6 +13,7 @@
 
 #include "common/device_buffer.h"
 #include "common/stream.h"
+#include "model/model.h"
 #include "model/param_layout.h"
 
 namespace nn::train {
@@ -32,6 +33,7 @@ template <class T>
 class DeviceModel {
  public:
   using Images = DeviceImages;  // what set_train_data and evaluate take (the trainer names it so)
+  static constexpr bool kOnHost = false;  // computes on the CUDA device (model.h)
   // max_cols: the most columns one forward pass handles (the largest local slice, or the
   // evaluation chunk). gemm_variant: nn::gemm's variant number, checked by the caller.
   // H == 0 is allowed for a model-parallel rank that owns no hidden unit (p > H).
@@ -81,7 +83,7 @@ class DeviceModel {
   bool download_done(Stage after) const;
   void wait_download(Stage after) const;
   void wait(Stage s) const;          // the host waits for the stage's event
-  T* grads_device() const { return grads_.get(); }  // for a CUDA-aware MPI (--mpi device)
+  T* grads() const { return grads_.get(); }  // for a CUDA-aware MPI (--mpi device)
   // Scores to / from pinned host memory (model parallelism, host staging); synchronous.
   void download_scores(T* host, int b);
   void upload_scores(const T* host, int b);
@@ -151,5 +153,7 @@ class DeviceModel {
   DeviceImages shard_;
   std::function<void()> phase_hook_;
 };
+
+static_assert(TrainableModel<DeviceModel<float>, float> && TrainableModel<DeviceModel<double>, double>);
 
 }  // namespace nn::train

@@ -1,6 +1,8 @@
-// The data-parallel trainer: rank 0 loads and scatters the shards once, every rank trains
-// its slice of each global batch on its GPU, gradients are summed with one MPI_Allreduce.
-// Tested by tests/train/test_train.cpp (in-memory data, every rank count 1-4).
+// The trainer's entry point, train_on: rank 0's data scattered once, every rank trains its
+// slice of each global batch (data parallelism: the gradients are summed over the ranks in
+// src/train/exchange.h; --strategy model splits the hidden units instead), reports, saves and
+// verifies. src/app/run.cpp calls it on the loaded IDX files; the tests call it on in-memory
+// data. Tested by tests/train (every strategy, 1-4 ranks, both models).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -13,38 +15,6 @@
 #include "train/config.h"
 
 namespace nn::train {
-
-// Exit codes of run_training.
-inline constexpr int kExitOk = 0;
-inline constexpr int kExitUserError = 1;     // bad file, bad option, ... (one line on rank 0)
-inline constexpr int kExitVerifyFailed = 3;  // --verify found the reference too far away
-inline constexpr int kExitInternal = 4;      // internal fault (CUDA, MPI): the job is aborted
-inline constexpr int kExitDiverged = 5;      // a non-finite loss stopped the training
-// SIGTERM or SIGUSR1: every rank finished the same step, the state was saved to --save (if
-// given) and the run stopped; the same command with --resume continues it (EX_TEMPFAIL).
-inline constexpr int kExitStopped = 75;
-// (2, bad options, is main's: src/app/main.cpp.)
-
-// The whole nn_train run after MPI init and option parsing: load (rank 0), scatter, train,
-// report on `out` (rank 0; stdout by default). Returns the same exit code on every rank.
-// Internal faults (CUDA errors) print on the failing rank and abort the job.
-int run_training(const Config& cfg);
-int run_training(const Config& cfg, std::FILE* out);
-
-// Stop signals (nn_train's main installs them first thing): SIGTERM and SIGUSR1 only set a
-// flag (request_stop); after each step the ranks OR their flags in the step's small
-// allreduce, so all of them stop after the same step even if only some were signalled, save
-// the state, and train_on returns with TrainResult::stopped. A second signal changes nothing.
-void install_stop_signals();
-void restore_stop_signals();  // the handlers from before install_stop_signals (tests)
-void request_stop();          // async-signal-safe: what the handlers do
-// Tests only: called on every rank after each step's device work with the run's step number
-// (1-based, counted from the start of the run, across restarts), before the ranks agree on
-// stopping; e.g. to raise a signal on one rank at step N. Returns the previous hook.
-using StepHook = void (*)(std::uint64_t step);
-StepHook set_step_hook(StepHook hook);
-
-// ---- lower level: in-memory data, used by run_training and by the tests ----
 
 // A split as loaded: D x n uint8 column-major images (one image per column) and n labels.
 struct HostSplit {
@@ -111,8 +81,5 @@ struct TrainResult {
 template <class T>
 TrainResult train_on(const Config& cfg, const HostData& data, std::FILE* out);
 
-// The --verify tolerance on the relative errors for precision T (see trainer.cpp for the
-// measurements behind it).
-double verify_tolerance(bool is_double);
 
 }  // namespace nn::train

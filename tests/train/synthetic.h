@@ -13,6 +13,7 @@
 #include "schedule/rng.h"
 #include "common/nn_real.h"
 #include "train/trainer.h"
+#include "train/verify.h"
 
 namespace nn::train {
 namespace {

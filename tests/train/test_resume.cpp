@@ -22,6 +22,11 @@
 #include "synthetic.h"
 #include "io/checkpoint.h"
 #include "train/trainer.h"
+#include "app/exit_codes.h"
+#include "app/run.h"
+#include "app/signals.h"
+#include "train/stop.h"
+#include "train/verify.h"
 
 namespace nn::train {
 namespace {

@@ -25,6 +25,9 @@
 #include "io/checkpoint.h"
 #include "model/device_model.h"
 #include "train/trainer.h"
+#include "app/exit_codes.h"
+#include "app/run.h"
+#include "train/verify.h"
 #include "synthetic.h"
 
 namespace nn::train {

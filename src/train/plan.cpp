@@ -1,0 +1,115 @@
+// The run's plan (plan.h): option checks, sizes, initial parameters, the shared state.
+#include "train/plan.h"
+
+#include <cmath>
+#include <filesystem>
+#include <string>
+
+#include "comm/comm.h"
+#include "common/errors.h"
+#include "common/nn_real.h"
+#include "gemm/gemm.h"
+#include "schedule/init.h"
+#include "train/params.h"
+#include "train/resume.h"
+
+namespace nn::train {
+
+void validate(const Config& cfg) {
+  auto bad = [](const std::string& m) { throw UserError(m); };
+  if (cfg.hidden < 1) bad("--hidden must be at least 1");
+  if (cfg.batch < 1 || cfg.batch > std::size_t(1) << 30) bad("--batch must be in [1, 2^30]");
+  if (cfg.epochs < 0) bad("--epochs must not be negative");
+  if (cfg.resume && cfg.save.empty()) bad("--resume needs --save FILE (the file it continues from and saves to)");
+  if (cfg.save_every && cfg.save.empty()) bad("--save-every needs --save FILE");
+  if (cfg.epochs == 0 && cfg.load.empty() && !cfg.resume)
+    bad("--epochs 0 scores a saved model: give --load FILE (or --resume --save FILE)");
+  if (!(cfg.lr > 0) || !std::isfinite(cfg.lr)) bad("--lr must be a positive number");
+  if (!(cfg.reg >= 0) || !std::isfinite(cfg.reg)) bad("--reg must be a number >= 0");
+  if (!(cfg.val_fraction >= 0 && cfg.val_fraction < 1)) bad("--val-fraction must be in [0, 1)");
+  if (cfg.print_every < 0) bad("--print-every must not be negative");
+  if (cfg.gemm < 0 || cfg.gemm >= kGemmVariants)
+    bad("--gemm must be 0.." + std::to_string(kGemmVariants - 1));
+  if (!gemm_variant_available(cfg.gemm))
+    bad("--gemm " + std::to_string(cfg.gemm) + " (" + gemm_variant_name(cfg.gemm) +
+        ") is not available in this build");
+  // The server adds the gradients on the host, so it needs them in host memory.
+  if (cfg.mpi_device && cfg.strategy == Strategy::ParamServer)
+    bad("--mpi device works with --strategy allreduce or model; the parameter server (ps) sums on the host");
+  if (cfg.device == Device::Cpu && cfg.mpi_device)
+    bad("--mpi device is for --device gpu (with --device cpu, MPI already reduces the gradient in place)");
+  if (cfg.device == Device::Cpu && cfg.graph) bad("--graph (CUDA Graphs) is for --device gpu");
+}
+
+RootPlan plan_on_root(const Config& cfg, const HostData& data, bool is_double) {
+  const int D = kInputDim, H = cfg.hidden, C = kNumClasses;
+  RootPlan rp;
+  Sizes& sz = rp.sz;
+  const std::size_t avail = data.train.size(), avail_test = data.test.size();
+  if (data.train.images.size() != avail * D || data.test.images.size() != avail_test * D)
+    throw UserError("image and label counts disagree in the data given to the trainer");
+  const std::size_t n_used = cfg.train_size ? cfg.train_size : avail;
+  if (n_used > avail)
+    throw UserError("--train-size " + std::to_string(n_used) + " exceeds the " + std::to_string(avail) +
+                    " training images");
+  sz.n_val = static_cast<std::uint64_t>(static_cast<double>(n_used) * cfg.val_fraction);
+  sz.n_fit = n_used - sz.n_val;
+  if (sz.n_fit == 0) throw UserError("no training images left after the validation hold-out");
+  if (cfg.batch > sz.n_fit)
+    throw UserError("--batch " + std::to_string(cfg.batch) + " exceeds the " + std::to_string(sz.n_fit) +
+                    " training images (after holding out " + std::to_string(sz.n_val) + " for validation)");
+  sz.n_test = cfg.test_size ? cfg.test_size : avail_test;
+  if (sz.n_test > avail_test)
+    throw UserError("--test-size " + std::to_string(sz.n_test) + " exceeds the " +
+                    std::to_string(avail_test) + " test images");
+  // A fresh state; with --save, its fingerprint (the data's CRC32 costs ~50 ms for 60k images).
+  const auto p = static_cast<std::size_t>(comm::size());
+  rp.state.loss_sum.assign(p, 0.0);
+  rp.state.hits.assign(p, 0);
+  if (!cfg.save.empty()) rp.state.fingerprint = fingerprint_of(cfg, data, sz);
+  std::error_code ec;
+  if (cfg.resume && std::filesystem::exists(cfg.save, ec)) {
+    resume_from_save(cfg, is_double, rp);  // --load, if also given, is for the first start only
+  } else if (!cfg.load.empty()) {
+    const Checkpoint ck = load_checkpoint(cfg.load);
+    check_network(cfg.load, ck, H, is_double);
+    rp.init = pack(ck.W1, ck.b1, ck.W2, ck.b2);
+  } else {
+    const schedule::InitParams ip = schedule::init_params(D, H, C, cfg.seed);
+    rp.init = pack(ip.W1, ip.b1, ip.W2, ip.b2);
+  }
+  if (!cfg.save.empty()) check_writable(cfg.save);
+  // Only checked here: the file is opened (truncated) once setup has succeeded, so a run
+  // that fails early (no GPU on some rank, a bad shard) keeps the previous CSV.
+  if (!cfg.metrics.empty()) check_writable(cfg.metrics, "--metrics");
+  if (!cfg.report.empty()) check_writable(cfg.report, "--report");
+  return rp;
+}
+
+void share_state(RootPlan& rp) {
+  TrainState& st = rp.state;
+  struct Head {
+    std::uint32_t epoch;
+    std::uint64_t batch;
+    bool resumed;
+  };
+  const Head h = comm::broadcast_value(Head{st.epoch, st.batch, rp.resumed});
+  std::vector<double> v;  // loss_sum[], hits[], then (loss, train_acc, val_acc) per epoch
+  if (comm::rank() == 0) {
+    v = st.loss_sum;
+    for (std::uint64_t n : st.hits) v.push_back(double(n));  // exact: far below 2^53
+    for (const EpochRecord& e : st.epochs) v.insert(v.end(), {e.loss, e.train_acc, e.val_acc});
+  }
+  comm::broadcast(v);
+  const auto p = static_cast<std::size_t>(comm::size());
+  st.epoch = h.epoch;
+  st.batch = h.batch;
+  rp.resumed = h.resumed;
+  st.loss_sum.assign(v.begin(), v.begin() + p);
+  st.hits.assign(p, 0);
+  for (std::size_t r = 0; r < p; ++r) st.hits[r] = std::uint64_t(v[p + r]);
+  st.epochs.clear();
+  for (std::size_t i = 2 * p; i + 2 < v.size(); i += 3) st.epochs.push_back({v[i], v[i + 1], v[i + 2]});
+}
+
+}  // namespace nn::train

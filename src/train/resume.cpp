@@ -1,0 +1,110 @@
+// Resume fingerprints and checks (resume.h).
+#include "train/resume.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "comm/comm.h"
+#include "common/errors.h"
+#include "common/nn_real.h"
+#include "train/params.h"
+#include "train/util.h"
+
+namespace nn::train {
+
+namespace {
+
+// CRC32 of the fitted images, then their labels: the training data's identity in a state.
+std::uint32_t data_crc(const HostData& data, std::size_t n_fit) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  const auto feed = [&](const std::uint8_t* p, std::size_t n) {
+    for (std::size_t at = 0; at < n; at += std::size_t{1} << 30)
+      crc = crc32(crc, p + at, static_cast<uInt>(std::min(n - at, std::size_t{1} << 30)));
+  };
+  feed(data.train.images.data(), n_fit * kInputDim);
+  feed(data.train.labels.data(), n_fit);
+  return static_cast<std::uint32_t>(crc);
+}
+
+// One error naming the first field that differs between the saved run and this one.
+void check_fingerprint(const std::string& file, const RunFingerprint& was, const RunFingerprint& now) {
+  const auto num = [](auto v) { return std::to_string(v); };
+  const auto strat = [](std::uint32_t v) { return std::string(v <= 2 ? strategy_name(Strategy(v)) : "?"); };
+  const auto differ = [&](const std::string& what, const std::string& a, const std::string& b) {
+    throw UserError(file + ": cannot resume: " + what + " is " + a + " in the saved run, " + b +
+                    " in this one (restore it, or start a new run with another --save file)");
+  };
+  if (was.seed != now.seed) differ("--seed", num(was.seed), num(now.seed));
+  if (was.batch != now.batch) differ("--batch", num(was.batch), num(now.batch));
+  if (was.n_fit != now.n_fit)
+    differ("the number of training images (--train-size, --val-fraction)", num(was.n_fit), num(now.n_fit));
+  if (was.n_val != now.n_val)
+    differ("the number of validation images (--train-size, --val-fraction)", num(was.n_val), num(now.n_val));
+  if (was.lr != now.lr) differ("--lr", shown_number(was.lr), shown_number(now.lr));
+  if (was.reg != now.reg) differ("--reg", shown_number(was.reg), shown_number(now.reg));
+  if (was.ranks != now.ranks) differ("the number of MPI ranks", num(was.ranks), num(now.ranks));
+  if (was.strategy != now.strategy) differ("--strategy", strat(was.strategy), strat(now.strategy));
+  const auto gemm = [](std::uint32_t v) {
+    return v == RunFingerprint::kCpuBlas ? std::string("--device cpu (BLAS)") : "--device gpu --gemm " + std::to_string(v);
+  };
+  if (was.gemm != now.gemm) differ("the device and GEMM (--device, --gemm)", gemm(was.gemm), gemm(now.gemm));
+  if (was.shuffle != now.shuffle)
+    differ("shuffling (--no-shuffle)", was.shuffle ? "on" : "off", now.shuffle ? "on" : "off");
+  if (was.data_crc != now.data_crc)
+    differ("the training data (CRC32 of images and labels)", num(was.data_crc), num(now.data_crc));
+}
+
+}  // namespace
+
+RunFingerprint fingerprint_of(const Config& cfg, const HostData& data, const Sizes& sz) {
+  RunFingerprint f;
+  f.seed = cfg.seed;
+  f.batch = cfg.batch;
+  f.n_fit = sz.n_fit;
+  f.n_val = sz.n_val;
+  f.lr = cfg.lr;
+  f.reg = cfg.reg;
+  f.ranks = static_cast<std::uint32_t>(comm::size());
+  f.strategy = static_cast<std::uint32_t>(cfg.strategy);
+  // --device cpu computes with BLAS whatever --gemm says: its own value, so that a run is
+  // never resumed on the other device (the bits differ; RunFingerprint::kCpuBlas).
+  f.gemm = cfg.device == Device::Cpu ? RunFingerprint::kCpuBlas : static_cast<std::uint32_t>(cfg.gemm);
+  f.shuffle = cfg.shuffle ? 1 : 0;
+  f.data_crc = data_crc(data, sz.n_fit);
+  return f;
+}
+
+// A checkpoint's network must be this run's: D, H, C and the precision.
+void check_network(const std::string& file, const Checkpoint& ck, int H, bool is_double) {
+  const int D = kInputDim, C = kNumClasses;
+  if (ck.D != D || ck.H != H || ck.C != C)
+    throw UserError(file + ": checkpoint is " + std::to_string(ck.D) + "-" + std::to_string(ck.H) + "-" +
+                    std::to_string(ck.C) + ", this run is " + std::to_string(D) + "-" + std::to_string(H) + "-" +
+                    std::to_string(C) + " (set --hidden " + std::to_string(ck.H) + ")");
+  if (ck.is_double != is_double)
+    throw UserError(file + ": checkpoint holds " + (ck.is_double ? "double" : "float") +
+                    " parameters, this build trains in " + (is_double ? "double" : "float"));
+}
+
+// --resume with an existing --save file: its weights and state, checked against this run.
+void resume_from_save(const Config& cfg, bool is_double, RootPlan& rp) {
+  Checkpoint ck = load_checkpoint(cfg.save);
+  check_network(cfg.save, ck, cfg.hidden, is_double);
+  if (!ck.state)
+    throw UserError(cfg.save + ": holds weights only (checkpoint version 1), no training state to resume; "
+                    "start from its weights with --load " + cfg.save + " and another --save file");
+  check_fingerprint(cfg.save, ck.state->fingerprint, rp.state.fingerprint);
+  const TrainState& st = *ck.state;
+  if (st.epoch + (st.batch > 0 ? 1u : 0u) > std::uint64_t(cfg.epochs))
+    throw UserError(cfg.save + ": cannot resume: the saved run is past --epochs " + std::to_string(cfg.epochs) +
+                    " (" + std::to_string(st.epoch) + " epochs and " + std::to_string(st.batch) +
+                    " batches done); give --epochs " + std::to_string(st.epoch + (st.batch > 0 ? 1 : 0)) +
+                    " or more");
+  rp.init = pack(ck.W1, ck.b1, ck.W2, ck.b2);
+  rp.state = std::move(*ck.state);
+  rp.resumed = true;
+}
+
+}  // namespace nn::train

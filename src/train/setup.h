@@ -1,0 +1,214 @@
+// Setting a run up, on every rank: the plan (plan.h) shared from rank 0, the device chosen,
+// the training shards scattered ONCE (schedule/shards.h), the models built (model/model.h),
+// and the header printed. Internal to src/train (included by trainer.cpp).
+#pragma once
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "comm/comm.h"
+#include "common/nn_real.h"
+#include "common/nvtx.h"
+#include "gemm/gemm.h"
+#include "model/cpu_model.h"
+#include "model/model.h"
+#include "schedule/shards.h"
+#include "train/agree.h"
+#include "train/devices.h"
+#include "train/model_parallel.h"
+#include "train/plan.h"
+
+namespace nn::train {
+
+template <class Model>
+std::unique_ptr<Model> make_model(int D, int H, int C, int max_cols, const Config& cfg) {
+  if constexpr (kOnHost<Model>)
+    return std::make_unique<Model>(D, H, C, max_cols);
+  else
+    return std::make_unique<Model>(D, H, C, max_cols, cfg.gemm);
+}
+
+// Rank 0 scatters the shards once: uint8 columns and labels, packed in shard order (model
+// parallelism: the one shard goes to everybody). Collective.
+template <class Images>
+Images scatter_shards(const ShardPlan& plan, const HostData& data, bool mp) {
+  const int D = kInputDim;
+  const bool root = comm::rank() == 0;
+  const std::size_t n_fit = plan.n;
+  Images shard;
+  std::vector<std::uint8_t> img_send, lab_send;
+  std::vector<std::size_t> img_counts, lab_counts;
+  if (root) {
+    img_send.reserve(n_fit * D);
+    lab_send.reserve(n_fit);
+    for (int q = 0; q < plan.p; ++q) {  // model parallelism: one shard
+      const std::vector<std::uint32_t> idx = shard_indices(plan, q);
+      for (const std::uint32_t i : idx) {
+        const auto* col = data.train.images.data() + std::size_t(i) * D;
+        img_send.insert(img_send.end(), col, col + D);
+        lab_send.push_back(data.train.labels[i]);
+      }
+      img_counts.push_back(idx.size() * D);
+      lab_counts.push_back(idx.size());
+    }
+  }
+  if (mp) {  // the one shard goes to everybody
+    const std::size_t n = comm::broadcast_value(lab_send.size());
+    img_send.resize(n * D);
+    lab_send.resize(n);
+    comm::broadcast_bytes(img_send.data(), img_send.size());
+    comm::broadcast_bytes(lab_send.data(), lab_send.size());
+    shard = Images(img_send.data(), lab_send.data(), n, D);
+  } else {
+    const std::vector<std::uint8_t> my_img = comm::scatterv_bytes(img_send, img_counts);
+    const std::vector<std::uint8_t> my_lab = comm::scatterv_bytes(lab_send, lab_counts);
+    shard = Images(my_img.data(), my_lab.data(), my_lab.size(), D);
+  }
+  return shard;
+}
+
+// Everything a rank trains with, once set up.
+template <class T, class Model>
+struct Setup {
+  RootPlan rp;  // sizes and init on every rank; metrics open on rank 0 only
+  ShardPlan plan;
+  std::vector<T> init;               // static_cast of rp.init, as the reference converts
+  std::vector<std::string> devices;  // rank 0: one line per rank
+  std::string device_name;           // this rank's cudaDeviceProp::name (or CPU name), for --report
+  int threads = 0;                   // --device cpu: this rank's BLAS threads
+  int b_max = 0;                     // this rank's largest batch part
+  std::unique_ptr<Model> model;
+  typename Model::Images val, test;  // rank 0 only
+  // --strategy model: this rank's hidden units; rank 0 evaluates with the whole network,
+  // put together from every rank's slice (full_params).
+  HiddenSlice slice;
+  std::unique_ptr<Model> eval_model;
+};
+
+// This rank's compute device, described for the header: the node's cores shared among its
+// ranks (or what the environment says) for OpenBLAS, or a GPU per rank (a rank without one
+// stops everybody with one message). Collective.
+template <class T, class Model>
+std::string choose_device(const Config& cfg, Setup<T, Model>& s) {
+  std::string dev_desc;
+  if constexpr (kOnHost<Model>) {
+    // The node's cores shared among its ranks (or what the environment says), for OpenBLAS.
+    const CpuThreads th = cpu_threads_for(comm::local_size());
+    set_blas_threads(th.threads);
+    s.threads = th.threads;
+    s.device_name = cpu_name();
+    dev_desc = "CPU " + s.device_name + ", " + std::to_string(th.threads) + " BLAS thread" +
+               (th.threads == 1 ? "" : "s") + " (" + th.source + ")";
+  } else {
+    // A GPU per rank (a rank without one stops everybody with one message).
+    all_ranks_ok(select_device(dev_desc, s.device_name));
+    all_ranks_ok(simulator_limits(s.device_name, cfg));
+    if (cfg.mpi_device) {
+      const std::string why = comm::device_pointer_support();
+      all_ranks_ok(why.empty() ? "" : "--mpi device: " + why);
+    }
+  }
+  return dev_desc;
+}
+
+template <class T, class Model>
+Setup<T, Model> setup(const Config& cfg, const HostData& data) {
+  NN_RANGE("train setup");
+  const int p = comm::size(), r = comm::rank(), D = kInputDim;
+  const bool root = r == 0;
+  Setup<T, Model> s;
+  on_root([&] { s.rp = plan_on_root(cfg, data, std::is_same_v<T, double>); });
+  const Sizes sz = s.rp.sz = comm::broadcast_value(s.rp.sz);
+  comm::broadcast(s.rp.init);
+  s.init.assign(s.rp.init.begin(), s.rp.init.end());
+  share_state(s.rp);
+  // Model parallelism trains every rank on the whole batch: one shard, the p = 1 schedule.
+  const bool mp = cfg.strategy == Strategy::Model;
+  s.plan = make_plan(sz.n_fit, cfg.batch, mp ? 1 : p, cfg.seed, cfg.shuffle);
+
+  const std::string dev_desc = choose_device(cfg, s);
+  s.devices = comm::gather_strings("rank " + std::to_string(r) + " on " + comm::processor_name() + ", " + dev_desc);
+
+  auto shard = scatter_shards<typename Model::Images>(s.plan, data, mp);
+
+  // The first batch is a full one, so it holds this rank's largest part; rank 0 also
+  // evaluates the validation and test sets, in chunks of up to 1024 columns.
+  s.b_max = int(part(s.plan, mp ? 0 : r, 0).count);
+  if (mp) {
+    s.slice = hidden_slice(cfg.hidden, p, r);
+    const std::vector<double> mine = slice_params(s.rp.init, D, cfg.hidden, kNumClasses, s.slice);
+    s.model = make_model<Model>(D, s.slice.H, kNumClasses, s.b_max, cfg);
+    s.model->set_params(std::vector<T>(mine.begin(), mine.end()));
+    if (root) s.eval_model = make_model<Model>(D, cfg.hidden, kNumClasses, 1024, cfg);
+  } else {
+    s.model = make_model<Model>(D, cfg.hidden, kNumClasses, root ? std::max(s.b_max, 1024) : s.b_max, cfg);
+    s.model->set_params(s.init);
+  }
+  s.model->set_train_data(std::move(shard));
+  s.model->enable_graphs(cfg.graph);
+  // One rank, data parallel: nothing runs between the backward pass and the step, so the
+  // host model lets its dW1 GEMM apply the step (CpuModel::fuse_w1_step).
+  if constexpr (kOnHost<Model>)
+    if (!mp && p == 1) s.model->fuse_w1_step(true, static_cast<T>(cfg.lr));
+  if (root) {
+    s.val = typename Model::Images(data.train.images.data() + sz.n_fit * D, data.train.labels.data() + sz.n_fit,
+                         sz.n_val, D);
+    s.test = typename Model::Images(data.test.images.data(), data.test.labels.data(), sz.n_test, D);
+  }
+  return s;
+}
+
+template <class T, class Model>
+void print_header(std::FILE* out, const Config& cfg, const HostData& data, const Setup<T, Model>& s) {
+  const Sizes& sz = s.rp.sz;
+#ifdef SIM_EMULATOR
+  const char* build = "emulator";
+#else
+  const char* build = "CUDA";
+#endif
+  const char* kind = cfg.strategy == Strategy::Model ? "model-parallel trainer" : "data-parallel trainer";
+  const char* prec = std::is_same_v<T, double> ? "double" : "float";
+  if constexpr (kOnHost<Model>)
+    std::fprintf(out, "nn_train: %s, %s, --device cpu: host BLAS (OpenBLAS), %d thread%s per rank (%s build, "
+                 "no emulator)\n", kind, prec, s.threads, s.threads == 1 ? "" : "s", build);
+  else
+    std::fprintf(out, "nn_train: %s, %s, %s build, GEMM variant %d (%s)\n", kind, prec,
+#ifdef SIM_EMULATOR
+                 "emulator (SIMT on the CPU, not a GPU)",
+#else
+                 "CUDA",
+#endif
+                 cfg.gemm, gemm_variant_name(cfg.gemm));
+  std::fprintf(out, "data: %s (train %llu, validation %llu, test %llu images)\n",
+               data.source.empty() ? "in memory" : data.source.c_str(), (unsigned long long)sz.n_fit,
+               (unsigned long long)sz.n_val, (unsigned long long)sz.n_test);
+  std::fprintf(out, "config: hidden=%d batch=%zu epochs=%d lr=%g reg=%g seed=%llu shuffle=%s init=%s%s%s\n",
+               cfg.hidden, cfg.batch, cfg.epochs, cfg.lr, cfg.reg, (unsigned long long)cfg.seed,
+               cfg.shuffle ? "yes" : "no",
+               s.rp.resumed ? cfg.save.c_str() : cfg.load.empty() ? "fresh" : cfg.load.c_str(),
+               cfg.config_file.empty() ? "" : " config-file=", cfg.config_file.c_str());
+  const TrainState& st = s.rp.state;
+  if (s.rp.resumed)
+    std::fprintf(out, "resume: %s: %u epochs and %llu of %zu batches done; continuing\n", cfg.save.c_str(),
+                 st.epoch, (unsigned long long)st.batch, s.plan.num_batches());
+  else if (cfg.resume)
+    std::fprintf(out, "resume: %s does not exist yet: starting fresh\n", cfg.save.c_str());
+  if (cfg.strategy == Strategy::Model)
+    std::fprintf(out, "MPI ranks: %d (hidden units split %d..%d per rank; every rank sees the whole batch)\n",
+                 comm::size(), hidden_slice(cfg.hidden, comm::size(), comm::size() - 1).H, s.slice.H);
+  else
+    std::fprintf(out, "MPI ranks: %d (batch slices of at most %d images on rank 0)\n", comm::size(), s.b_max);
+  std::fprintf(out, "communication: %s, %s, MPI on %s memory%s\n", strategy_name(cfg.strategy),
+               cfg.strategy == Strategy::Model ? "scores all-reduced per step"
+               : cfg.overlap && !cfg.profile ? "layer-2 reduction overlapped with the dW1 GEMM"
+                                             : "no overlap",
+               kOnHost<Model> ? "host (in place)" : cfg.mpi_device ? "device" : "pinned host",
+               cfg.graph ? ", CUDA Graphs" : "");
+  for (const auto& d : s.devices) std::fprintf(out, "  %s\n", d.c_str());
+  std::fflush(out);
+}
+
+}  // namespace nn::train

@@ -1,0 +1,152 @@
+// One training step, batch k of epoch e: the device work (forward and backward on this rank's
+// part, the exchange, SGD), the step's statistics, the ranks' agreement on divergence and
+// on stopping (stop.h), the --print-every line. Internal to src/train (included by trainer.cpp).
+//
+// Where the L2 term lives: inside the gradient, added by rank 0 only (GEMM beta*C with
+// C = W), so the exchanged buffer is exactly the course's dJ/dp of the global batch and the
+// step is p <- p - lr * g for every entry (ops sgd_update with reg = 0) -- the same formula as
+// nn::ref::backward + nn::ref::sgd_update, which --verify replays (verify.h).
+#pragma once
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "comm/comm.h"
+#include "common/nvtx.h"
+#include "train/exchange.h"
+#include "train/run_state.h"
+#include "train/stop.h"
+
+namespace nn::train {
+
+// ---- one step -------------------------------------------------------------------------------
+// A non-finite loss stops the run at the first step that produced one (every rank learns
+// of it through the small allreduce after each step, agree_after_step). batch == 0: found
+// at the end of the epoch (the weights themselves overflowed).
+template <class T, class Model>
+[[noreturn]] void diverged(const Run<T, Model>& R, int epoch, std::size_t batch) {
+  const Config& cfg = R.cfg;
+  const std::string where = batch ? "epoch " + std::to_string(epoch) + ", batch " + std::to_string(batch) + "/" +
+                                        std::to_string(R.K)
+                                  : "the end of epoch " + std::to_string(epoch) + " (the weights overflowed)";
+  const auto [se, sb] = R.saved_at;
+  const std::string kept =
+      cfg.save.empty() ? "no --save was given"
+      : se < 0 || (se == 0 && sb == 0) ? "nothing was saved to " + cfg.save + " (no epoch finished)"
+      : sb == 0 ? cfg.save + " keeps the weights after epoch " + std::to_string(se)
+                : cfg.save + " keeps the state after batch " + std::to_string(sb) + " of epoch " + std::to_string(se + 1);
+  throw Diverged("non-finite loss at " + where + " (lr " + shown_number(cfg.lr) + " too large?); training stopped; " +
+                 kept);
+}
+
+template <class T, class Model>
+void stop_if_diverged(const Run<T, Model>& R, int epoch, std::size_t batch, double loss) {
+  if (!comm::all_ok(std::isfinite(loss))) diverged(R, epoch, batch);
+}
+
+// The device work of batch k: forward and backward on this rank's part, the exchange, SGD.
+template <class T, class Model>
+void compute_step(Run<T, Model>& R, std::size_t k) {
+  Model& model = R.model;
+  const Part pt = part(R.plan, R.mp ? 0 : R.r, k);
+  // inv_B = 1 / c_k, the true global count, so the short last batch is scaled right.
+  const T inv_B = T(1) / T(R.plan.batch_count(k));
+  const int b = int(pt.count);
+  auto t_queue = Clock::now();
+  if (R.mp) {
+    // Every rank: its hidden units' share of the scores (rank 0 adds b2), the sum, then
+    // the backward pass into its own slice (each rank regularises its own weights).
+    model.partial_scores_phase(pt.offset, b, R.root);
+    R.queue_s += since(t_queue);
+    boundary(R, false);
+    if (R.p > 1) exchange_scores(R, b);
+    R.timer.mark(Mark::Backward);
+    t_queue = Clock::now();
+    model.model_backward_phase(b, inv_B, R.reg, R.root);
+    R.queue_s += since(t_queue);
+    boundary(R, false);
+  } else if (kOnHost<Model> && R.overlap && R.p > 1) {
+    backward_with_exchange_in_host_memory(R, pt.offset, b, inv_B, t_queue);
+  } else {
+    // Rank 0 alone adds the regulariser (see the top of this file).
+    model.forward_backward(pt.offset, b, inv_B, R.root, R.reg);  // both phases, events between
+    R.queue_s += since(t_queue);
+    boundary(R, false);
+    // One rank holds the whole batch's gradient already: the round trip would be a no-op.
+    if (R.p > 1) exchange_gradients(R);
+  }
+  R.timer.mark(Mark::Step);
+  t_queue = Clock::now();
+  model.sgd_step(R.lr);
+  R.queue_s += since(t_queue);
+}
+
+// The ranks' sums of the epoch so far: (cross-entropy, hits). Collective.
+template <class T, class Model>
+std::array<double, 2> reduced_sums(const Run<T, Model>& R) {
+  std::array<double, 2> st{R.loss_acc, double(R.hits_acc)};
+  comm::allreduce_sum(st.data(), st.size());
+  return st;
+}
+
+// --print-every: the epoch's loss and accuracy so far, every print_every batches.
+template <class T, class Model>
+void report_progress(Run<T, Model>& R, int e, std::size_t k) {
+  const int every = R.cfg.print_every;
+  if (every <= 0 || (k + 1) % std::size_t(every) != 0) return;
+  const auto st = reduced_sums(R);  // collective: every rank is at the same k
+  const double seen = double(std::min((k + 1) * R.plan.B, R.plan.n));
+  if (R.out) {
+    std::fprintf(R.out, "  epoch %d  batch %zu/%zu  loss %.5f  train acc %.4f\n", e + 1, k + 1, R.K,
+                 st[0] / seen, st[1] / seen);
+    std::fflush(R.out);
+  }
+}
+
+// After each step the ranks OR two flags in one small allreduce: a non-finite loss on some
+// rank (the run stops with Diverged) and a stop signal on some rank (all stop after this
+// same step, whichever ranks were signalled).
+template <class T, class Model>
+void agree_after_step(Run<T, Model>& R, int e, std::size_t k) {
+  call_step_hook(std::uint64_t(e) * R.K + k + 1);
+  std::vector<int> flags{std::isfinite(R.loss_acc) ? 0 : 1, stop_requested() ? 1 : 0};
+  comm::any_of_each(flags);
+  if (flags[0]) diverged(R, e + 1, k + 1);
+  if (flags[1]) {
+    R.stop = true;
+    clear_stop_request();  // acted on
+  }
+}
+
+// Batch k of epoch e (0-based): the device work, the step's statistics (each step's own
+// sums, added on the host, so a resumed run adds the same numbers in the same order), the
+// agreement on divergence and stopping, the --print-every line.
+template <class T, class Model>
+void step(Run<T, Model>& R, int e, std::size_t k) {
+  NN_RANGE("batch iteration");
+  R.model.reset_stats();
+  if (R.cfg.profile) {
+    R.timer.begin(Mark::Untimed);
+    boundary(R, true);  // every rank starts the batch together, its device idle
+    R.timer.mark(R.compute);
+  } else {
+    R.timer.begin(R.compute);
+  }
+  compute_step(R, k);
+  ++R.steps;
+  double loss_sum = 0;
+  std::uint64_t hits = 0;
+  R.model.read_stats(loss_sum, hits);  // waits for the step; NaN/inf stays in loss_acc
+  R.loss_acc += loss_sum;
+  R.hits_acc += hits;
+  R.state.batch = k + 1;
+  agree_after_step(R, e, k);
+  boundary(R, false);
+  R.timer.end();
+  report_progress(R, e, k);
+}
+
+}  // namespace nn::train
