@@ -1,6 +1,6 @@
 // The project's scalar type and storage order, stated once for host and device code.
 // nn_real is float, or double when built with USE_DOUBLE=1 (-DUSE_DOUBLE).
-// No MPI here: the matching MPI datatype lives in src/comm/mpi_real.h.
+// No MPI here (src/comm chooses MPI_FLOAT or MPI_DOUBLE per call from the element type).
 #pragma once
 #include <cstddef>
 

@@ -21,21 +21,11 @@
 #include <string_view>
 #include <vector>
 
+#include "app/config_file.h"
 #include "common/errors.h"
 #include "gemm/gemm.h"
 
 namespace nn::train {
-
-const char* device_name(Device d) { return d == Device::Cpu ? "cpu" : "gpu"; }
-
-const char* strategy_name(Strategy s) {
-  switch (s) {
-    case Strategy::Allreduce: return "allreduce";
-    case Strategy::ParamServer: return "ps";
-    case Strategy::Model: return "model";
-  }
-  return "?";
-}
 
 namespace {
 
@@ -44,13 +34,6 @@ namespace {
 struct BadValue {
   std::string problem;
 };
-
-std::string trim(std::string_view s) {
-  const auto b = s.find_first_not_of(" \t\r\n\f\v");
-  if (b == std::string_view::npos) return {};
-  const auto e = s.find_last_not_of(" \t\r\n\f\v");
-  return std::string(s.substr(b, e - b + 1));
-}
 
 bool all_digits(std::string_view s) {
   if (s.empty()) return false;
@@ -330,85 +313,17 @@ void build_app(CLI::App& app, Raw& raw) {
           ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
 }
 
-struct FileItem {
-  const Spec* spec;
-  std::string key, value;
-  int line;
-};
-
-// The config file: `key = value` per line; blank lines and `#` comments (a whole line, or
-// after whitespace following a value); a value may be "double quoted" to keep a `#`.
-std::vector<FileItem> read_config_file(const std::string& path) {
-  namespace fs = std::filesystem;
-  const std::string where = "--config " + path;
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) throw UserError(where + ": is a directory");
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) throw UserError(where + ": cannot open: " + std::strerror(errno));
-  std::string text;
-  char buf[4096];
-  std::size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) {
-    text.append(buf, n);
-    if (text.size() > (1u << 20)) {
-      std::fclose(f);
-      throw UserError(where + ": larger than 1 MiB; not a config file");
-    }
-  }
-  const bool read_error = std::ferror(f) != 0;
-  std::fclose(f);
-  if (read_error) throw UserError(where + ": cannot read");
-  if (text.rfind("\xEF\xBB\xBF", 0) == 0) text.erase(0, 3);  // a UTF-8 BOM from some editors
-
-  std::vector<FileItem> items;
-  std::map<std::string, int> seen;  // key -> line it was first set on
-  int line_no = 0;
-  std::size_t pos = 0;
-  while (pos <= text.size()) {
-    std::size_t eol = text.find('\n', pos);
-    if (eol == std::string::npos) eol = text.size();
-    const std::string raw_line = text.substr(pos, eol - pos);
-    pos = eol + 1;
-    ++line_no;
-    const std::string at = path + ":" + std::to_string(line_no) + ": ";
-    const std::string line = trim(raw_line);
-    if (line.empty() || line[0] == '#') continue;
-    if (line.find('\0') != std::string::npos) throw UserError(at + "contains a NUL byte");
-    const auto eq = line.find('=');
-    if (eq == std::string::npos) throw UserError(at + "expected `key = value`, got `" + line + "`");
-    const std::string key = trim(std::string_view(line).substr(0, eq));
-    std::string value = trim(std::string_view(line).substr(eq + 1));
-    if (key.empty()) throw UserError(at + "expected `key = value`, got `" + line + "`");
-    if (!value.empty() && value[0] == '"') {
-      const auto close = value.find('"', 1);
-      const std::string rest = close == std::string::npos ? "" : trim(value.substr(close + 1));
-      if (close == std::string::npos || !(rest.empty() || rest[0] == '#'))
-        throw UserError(at + "malformed quoted value in `" + line + "`");
-      value = value.substr(1, close - 1);
-    } else {
-      for (std::size_t i = 1; i < value.size(); ++i)
-        if (value[i] == '#' && (value[i - 1] == ' ' || value[i - 1] == '\t')) {
-          value = trim(value.substr(0, i));
-          break;
-        }
-    }
-    const Spec* spec = find_spec(key);
-    if (!spec) {
-      if (key == "config") throw UserError(at + "a config file cannot name another (`config`)");
-      std::string hint;
-      std::string dashed = key;
-      for (char& c : dashed)
-        if (c == '_') c = '-';
-      if (dashed.rfind("--", 0) == 0) dashed.erase(0, 2);
-      if (dashed != key && find_spec(dashed)) hint = " (did you mean `" + dashed + "`?)";
-      throw UserError(at + "unknown key `" + key + "`" + hint);
-    }
-    if (const auto [it, fresh] = seen.emplace(key, line_no); !fresh)
-      throw UserError(at + "duplicate key `" + key + "` (first set on line " +
-                      std::to_string(it->second) + ")");
-    items.push_back({spec, key, value, line_no});
-  }
-  return items;
+// A config file key must name an option (`config` itself excepted); a near miss gets a hint.
+void check_file_key(const std::string& key, const std::string& at) {
+  if (find_spec(key)) return;
+  if (key == "config") throw UserError(at + "a config file cannot name another (`config`)");
+  std::string hint;
+  std::string dashed = key;
+  for (char& c : dashed)
+    if (c == '_') c = '-';
+  if (dashed.rfind("--", 0) == 0) dashed.erase(0, 2);
+  if (dashed != key && find_spec(dashed)) hint = " (did you mean `" + dashed + "`?)";
+  throw UserError(at + "unknown key `" + key + "`" + hint);
 }
 
 }  // namespace
@@ -448,9 +363,9 @@ ParseResult parse_config(const std::vector<std::string>& args) {
     } catch (const BadValue& b) {
       throw UserError("--config" + (raw.config.empty() ? "" : " " + raw.config) + ": " + b.problem);
     }
-    for (const FileItem& it : read_config_file(cfg.config_file)) {
+    for (const ConfigLine& it : read_config_file(cfg.config_file, check_file_key)) {
       try {
-        it.spec->set(cfg, it.value);
+        find_spec(it.key)->set(cfg, it.value);
       } catch (const BadValue& b) {
         throw UserError(cfg.config_file + ":" + std::to_string(it.line) + ": " + it.key +
                         (it.value.empty() ? "" : " = " + it.value) + ": " + b.problem);

@@ -1,4 +1,4 @@
-// nn_train's command line and `--config FILE` parser (config.cpp): CLI11 for the syntax,
+// nn_train's command line and `--config FILE` parser (options.cpp, config_file.cpp): CLI11 for the syntax,
 // one strict converter per option for both sources, so both reject the same values.
 // Tested by tests/app/test_options.cpp (no MPI needed: parsing is rank-local).
 #pragma once

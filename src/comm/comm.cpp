@@ -2,6 +2,7 @@
 // Tested by tests/comm/test_comm.cpp under mpirun at 1-4 ranks.
 #include "comm/comm.h"
 #include "comm/mpi_buffer.h"
+#include "comm/mpi_check.h"
 
 #include <mpi.h>
 
@@ -25,18 +26,8 @@
 #endif
 
 namespace nn::comm {
-namespace {
-
-void check(int rc, const char* what) {
-  if (rc == MPI_SUCCESS) return;
-  char msg[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  MPI_Error_string(rc, msg, &len);
-  std::fprintf(stderr, "internal error: %s failed: %s\n", what, msg);
-  MPI_Abort(MPI_COMM_WORLD, 4);  // internal fault (nn_train's exit code 4)
-}
-
-}  // namespace
+using detail::check;
+using detail::kMaxCount;
 
 Session::Session(int* argc, char*** argv) {
   int done = 0;
@@ -144,7 +135,6 @@ std::string broadcast(const std::string& s) {
 namespace {
 
 // MPI counts are ints: longer buffers go in pieces of at most INT_MAX elements.
-constexpr std::size_t kMaxCount = static_cast<std::size_t>(INT_MAX);
 
 template <class T>
 void allreduce_sum_impl(T* buf, std::size_t n, MPI_Datatype type) {
@@ -178,62 +168,35 @@ void broadcast(std::vector<double>& v) {
   broadcast_bytes(v.data(), n * sizeof(double));
 }
 
-std::vector<std::uint8_t> scatterv_bytes(const std::vector<std::uint8_t>& send_on_root,
-                                         const std::vector<std::size_t>& counts_on_root) {
-  const int p = size(), me = rank();
-  // Rank 0 checks its inputs; a mismatch is a programming error, so the job aborts.
-  std::vector<std::uint64_t> counts(p, 0);
-  if (me == 0) {
-    if (counts_on_root.size() != static_cast<std::size_t>(p)) {
-      std::fprintf(stderr, "internal error: scatterv_bytes: %zu counts for %d ranks\n",
-                   counts_on_root.size(), p);
-      abort_job(4);
-    }
-    std::uint64_t total = 0;
-    for (int r = 0; r < p; ++r) total += counts[r] = counts_on_root[r];
-    if (total != send_on_root.size()) {
-      std::fprintf(stderr, "internal error: scatterv_bytes: counts sum to %llu, buffer has %zu\n",
-                   static_cast<unsigned long long>(total), send_on_root.size());
-      abort_job(4);
-    }
-  }
-  broadcast_bytes(counts.data(), counts.size() * sizeof(std::uint64_t));
-  std::uint64_t total = 0;
-  for (const std::uint64_t c : counts) total += c;
-  std::vector<std::uint8_t> mine(counts[me]);
+namespace {
 
-  if (total <= kMaxCount) {
-    // The common case: one collective (offsets are at most total, so they fit too).
-    std::vector<int> icounts(p), displs(p);
-    int off = 0;
-    for (int r = 0; r < p; ++r) {
-      icounts[r] = static_cast<int>(counts[r]);
-      displs[r] = off;
-      off += icounts[r];
-    }
-    check(MPI_Scatterv(me == 0 ? send_on_root.data() : nullptr, icounts.data(), displs.data(),
-                       MPI_BYTE, mine.data(), icounts[me], MPI_BYTE, 0, MPI_COMM_WORLD),
-          "MPI_Scatterv");
-    return mine;
+// Rank 0's scatter arguments: one count per rank, summing to the buffer's size. A mismatch is
+// a programming error, so the job aborts. Returns the counts (zeros on the other ranks).
+std::vector<std::uint64_t> root_counts(const std::vector<std::uint8_t>& send_on_root,
+                                       const std::vector<std::size_t>& counts_on_root) {
+  const int p = size();
+  std::vector<std::uint64_t> counts(p, 0);
+  if (rank() != 0) return counts;
+  if (counts_on_root.size() != static_cast<std::size_t>(p)) {
+    std::fprintf(stderr, "internal error: scatterv_bytes: %zu counts for %d ranks\n",
+                 counts_on_root.size(), p);
+    abort_job(4);
   }
-  // Past 2 GiB: rank 0 sends each rank its block in INT_MAX-byte messages, in order.
-  if (me == 0) {
-    std::size_t off = 0;
-    for (int r = 0; r < p; ++r) {
-      if (r == 0) {
-        if (counts[0]) std::memcpy(mine.data(), send_on_root.data(), counts[0]);
-      } else {
-        for (std::size_t done = 0; done < counts[r];) {
-          const std::size_t m = std::min<std::size_t>(kMaxCount, counts[r] - done);
-          check(MPI_Send(send_on_root.data() + off + done, static_cast<int>(m), MPI_BYTE, r, 0,
-                         MPI_COMM_WORLD),
-                "MPI_Send");
-          done += m;
-        }
-      }
-      off += counts[r];
-    }
-  } else {
+  std::uint64_t total = 0;
+  for (int r = 0; r < p; ++r) total += counts[r] = counts_on_root[r];
+  if (total != send_on_root.size()) {
+    std::fprintf(stderr, "internal error: scatterv_bytes: counts sum to %llu, buffer has %zu\n",
+                 static_cast<unsigned long long>(total), send_on_root.size());
+    abort_job(4);
+  }
+  return counts;
+}
+
+// Past 2 GiB: rank 0 sends each rank its block in INT_MAX-byte messages, in order.
+void scatter_in_pieces(const std::vector<std::uint8_t>& send_on_root,
+                       const std::vector<std::uint64_t>& counts, std::vector<std::uint8_t>& mine) {
+  const int p = size();
+  if (rank() != 0) {
     for (std::size_t done = 0; done < mine.size();) {
       const std::size_t m = std::min(kMaxCount, mine.size() - done);
       check(MPI_Recv(mine.data() + done, static_cast<int>(m), MPI_BYTE, 0, 0, MPI_COMM_WORLD,
@@ -241,7 +204,47 @@ std::vector<std::uint8_t> scatterv_bytes(const std::vector<std::uint8_t>& send_o
             "MPI_Recv");
       done += m;
     }
+    return;
   }
+  if (counts[0]) std::memcpy(mine.data(), send_on_root.data(), counts[0]);
+  std::size_t off = counts[0];
+  for (int r = 1; r < p; ++r) {
+    for (std::size_t done = 0; done < counts[r];) {
+      const std::size_t m = std::min<std::size_t>(kMaxCount, counts[r] - done);
+      check(MPI_Send(send_on_root.data() + off + done, static_cast<int>(m), MPI_BYTE, r, 0,
+                     MPI_COMM_WORLD),
+            "MPI_Send");
+      done += m;
+    }
+    off += counts[r];
+  }
+}
+
+}  // namespace
+
+std::vector<std::uint8_t> scatterv_bytes(const std::vector<std::uint8_t>& send_on_root,
+                                         const std::vector<std::size_t>& counts_on_root) {
+  const int p = size(), me = rank();
+  std::vector<std::uint64_t> counts = root_counts(send_on_root, counts_on_root);
+  broadcast_bytes(counts.data(), counts.size() * sizeof(std::uint64_t));
+  std::uint64_t total = 0;
+  for (const std::uint64_t c : counts) total += c;
+  std::vector<std::uint8_t> mine(counts[me]);
+  if (total > kMaxCount) {
+    scatter_in_pieces(send_on_root, counts, mine);
+    return mine;
+  }
+  // The common case: one collective (offsets are at most total, so they fit too).
+  std::vector<int> icounts(p), displs(p);
+  int off = 0;
+  for (int r = 0; r < p; ++r) {
+    icounts[r] = static_cast<int>(counts[r]);
+    displs[r] = off;
+    off += icounts[r];
+  }
+  check(MPI_Scatterv(me == 0 ? send_on_root.data() : nullptr, icounts.data(), displs.data(),
+                     MPI_BYTE, mine.data(), icounts[me], MPI_BYTE, 0, MPI_COMM_WORLD),
+        "MPI_Scatterv");
   return mine;
 }
 

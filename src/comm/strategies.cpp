@@ -17,20 +17,15 @@
 
 #include "comm/comm.h"
 #include "comm/mpi_buffer.h"
+#include "comm/mpi_check.h"
 
 namespace nn::comm {
 namespace {
 
-constexpr std::size_t kMaxCount = static_cast<std::size_t>(INT_MAX);
+using detail::check;
+using detail::kMaxCount;
 
-void check(int rc, const char* what) {
-  if (rc == MPI_SUCCESS) return;
-  char msg[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  MPI_Error_string(rc, msg, &len);
-  std::fprintf(stderr, "internal error: %s failed: %s\n", what, msg);
-  MPI_Abort(MPI_COMM_WORLD, 4);
-}
+
 
 template <class T>
 MPI_Datatype mpi_type() {

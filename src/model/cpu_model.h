@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "model/cpu_threads.h"
 #include "model/model.h"
 #include "model/param_layout.h"
 
@@ -25,18 +26,6 @@ struct CpuImages {
   int D = 0;
 };
 
-// BLAS threads for one rank: OPENBLAS_NUM_THREADS, else OMP_NUM_THREADS, else Slurm's
-// SLURM_CPUS_PER_TASK, else the cores this process may run on divided by the ranks on its
-// node (at least 1). `source` says which one decided, for the header line.
-struct CpuThreads {
-  int threads = 1;
-  std::string source;
-};
-CpuThreads cpu_threads_for(int ranks_on_node);
-// Sets OpenBLAS's thread count for this process (openblas_set_num_threads).
-void set_blas_threads(int n);
-// The CPU's model name (/proc/cpuinfo), or "CPU" when unknown.
-std::string cpu_name();
 
 template <class T>
 class CpuModel {

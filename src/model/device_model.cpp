@@ -1,6 +1,7 @@
 // DeviceModel: forward/backward of one rank's batch slice with the GEMM dispatcher and the
-// ops kernels, queued on the model's stream; gradient copies on a second stream after the
-// phase events (the overlap); --graph replays of each phase; the model-parallel phases.
+// ops kernels, queued on the model's stream; --graph replays of each phase; the model-parallel
+// phases. The copies for the exchanges (on a second stream, after the phase events: the
+// overlap) are in device_model_copies.cpp.
 // Tested through tests/train/test_train.cpp and test_strategies.cpp (reference replay).
 #include "model/device_model.h"
 
@@ -308,61 +309,6 @@ void DeviceModel<T>::model_backward_phase(int b, T inv_B, T reg, bool stats) {
     layer1_grads(b, with_reg, reg);
   });
   ev_all_.record(stream_.get());
-}
-
-template <class T>
-void DeviceModel<T>::queue_download(T* host, std::size_t begin, std::size_t end, Stage after) {
-  if (begin > end || end > grads_.size()) throw std::out_of_range("queue_download: bad range");
-  const Event& ev = after == Stage::Layer2Grads ? ev_layer2_ : ev_all_;
-  Event& done = after == Stage::Layer2Grads ? ev_copy_layer2_ : ev_copy_all_;
-  CUDA_CHECK(cudaStreamWaitEvent(copy_stream_.get(), ev.get(), 0));
-  if (end > begin)
-    CUDA_CHECK(cudaMemcpyAsync(host + begin, grads_.get() + begin, sizeof(T) * (end - begin),
-                               cudaMemcpyDeviceToHost, copy_stream_.get()));
-  done.record(copy_stream_.get());
-}
-
-template <class T>
-bool DeviceModel<T>::download_done(Stage after) const {
-  return (after == Stage::Layer2Grads ? ev_copy_layer2_ : ev_copy_all_).done();
-}
-
-template <class T>
-void DeviceModel<T>::wait_download(Stage after) const {
-  (after == Stage::Layer2Grads ? ev_copy_layer2_ : ev_copy_all_).sync();
-}
-
-template <class T>
-void DeviceModel<T>::wait(Stage st) const {
-  (st == Stage::Layer2Grads ? ev_layer2_ : st == Stage::AllGrads ? ev_all_ : ev_scores_).sync();
-}
-
-template <class T>
-void DeviceModel<T>::download_scores(T* host, int b) {
-  NN_RANGE("cudaMemcpyDeviceToHost");
-  CUDA_CHECK(cudaMemcpyAsync(host, Z2_.get(), sizeof(T) * std::size_t(lay_.C) * b,
-                             cudaMemcpyDeviceToHost, stream_.get()));
-  stream_.sync();
-}
-
-template <class T>
-void DeviceModel<T>::upload_scores(const T* host, int b) {
-  NN_RANGE("cudaMemcpyHostToDevice");
-  CUDA_CHECK(cudaMemcpyAsync(Z2_.get(), host, sizeof(T) * std::size_t(lay_.C) * b,
-                             cudaMemcpyHostToDevice, stream_.get()));
-}
-
-template <class T>
-void DeviceModel<T>::download_grads(T* host) const {
-  NN_RANGE("cudaMemcpyDeviceToHost");
-  grads_.download(host, grads_.size());
-}
-
-template <class T>
-void DeviceModel<T>::upload_grads(const T* host) {
-  NN_RANGE("cudaMemcpyHostToDevice");
-  if (grads_.size())
-    CUDA_CHECK(cudaMemcpyAsync(grads_.get(), host, grads_.bytes(), cudaMemcpyHostToDevice, stream_.get()));
 }
 
 template <class T>

@@ -1,5 +1,5 @@
 // The trainer's configuration: every option of nn_train, with its default.
-// Filled from the command line and/or a `key = value` file by parse_config (config.cpp);
+// Filled from the command line and/or a `key = value` file by parse_config (src/app/options.h);
 // validated before any MPI work so every rank rejects bad input identically.
 #pragma once
 #include <cstddef>

@@ -164,6 +164,18 @@ Json phase_json(const std::vector<double>& v) {
   return j;
 }
 
+// The course's roofline: the compute ceiling and the PCIe and MPI rates, combined per byte at
+// arithmetic intensity ai; nothing when a rate is missing.
+std::optional<double> roofline_prediction(std::optional<double> ai, std::optional<double> ceiling, bool cpu,
+                                          bool communicated, std::optional<double> p_pci,
+                                          std::optional<double> p_mpi) {
+  if (!ai || !ceiling) return std::nullopt;
+  if (!communicated) return ceiling;  // nothing communicated (p = 1): the compute term alone
+  if (cpu && p_mpi) return ratio(*ai, *ai / *ceiling + 1 / *p_mpi / 2);  // no PCIe on the host: MPI only
+  if (p_pci && p_mpi) return ratio(*ai, *ai / *ceiling + (1 / *p_pci + 1 / *p_mpi) / 2);
+  return std::nullopt;
+}
+
 }  // namespace
 
 nlohmann::ordered_json make_report(const ReportInputs& in) {
@@ -212,17 +224,8 @@ nlohmann::ordered_json make_report(const ReportInputs& in) {
   if (in.gemm_flops_per_s > 0) j["measured"]["gemm_flops_per_s"] = in.gemm_flops_per_s;
   const auto ai = ratio(F, bytes);
   j["arithmetic_intensity"] = or_null(ai);
-  std::optional<double> predicted;
-  if (ai && ceiling) {
-    if (pci.empty() && allreduce.empty()) {
-      predicted = ceiling;  // nothing communicated (p = 1): the compute term alone
-    } else if (in.cpu && p_mpi) {
-      predicted = ratio(*ai, *ai / *ceiling + 1 / *p_mpi / 2);  // no PCIe on the host: MPI only
-    } else if (p_pci && p_mpi) {
-      predicted = ratio(*ai, *ai / *ceiling + (1 / *p_pci + 1 / *p_mpi) / 2);
-    }
-  }
-  j["roofline_prediction_flops_per_s"] = or_null(predicted);
+  const bool communicated = !(pci.empty() && allreduce.empty());
+  j["roofline_prediction_flops_per_s"] = or_null(roofline_prediction(ai, ceiling, in.cpu, communicated, p_pci, p_mpi));
   j["epoch_seconds"] = in.epoch_seconds;
   j["total_s"] = in.total_s;
   return j;

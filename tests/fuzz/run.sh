@@ -16,7 +16,7 @@ ALL_TARGETS=(idx checkpoint)
 sources_of() {
   case $1 in
     idx) echo "tests/fuzz/targets/fuzz_idx.cpp src/io/idx.cpp" ;;
-    checkpoint) echo "tests/fuzz/targets/fuzz_checkpoint.cpp src/io/checkpoint.cpp" ;;
+    checkpoint) echo "tests/fuzz/targets/fuzz_checkpoint.cpp src/io/checkpoint.cpp src/io/checkpoint_read.cpp" ;;
     *) echo "run.sh: unknown target '$1' (known: ${ALL_TARGETS[*]})" >&2; return 1 ;;
   esac
 }

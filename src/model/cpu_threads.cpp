@@ -1,0 +1,68 @@
+// BLAS threads per rank and the CPU's name (cpu_threads.h).
+#include "model/cpu_threads.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+extern "C" void openblas_set_num_threads(int num_threads);  // also in OpenBLAS's cblas.h
+
+namespace nn::train {
+
+namespace {
+
+int env_int(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return 0;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  return (*end == '\0' && n > 0 && n < 4096) ? int(n) : 0;
+}
+
+}  // namespace
+
+CpuThreads cpu_threads_for(int ranks_on_node) {
+  CpuThreads t;
+  for (const char* name : {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "SLURM_CPUS_PER_TASK"})
+    if (const int n = env_int(name)) {
+      t.threads = n;
+      t.source = name;
+      return t;
+    }
+  // The cores this process may use (mpirun binds each of up to 2 ranks to one core), and the
+  // node's cores shared among its ranks: the smaller of the two.
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const int mine = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  const int share = int(std::max(1L, online / std::max(1, ranks_on_node)));
+  t.threads = std::max(1, std::min(mine, share));
+  t.source = std::to_string(online) + " cores / " + std::to_string(ranks_on_node) + " ranks on the node, " +
+             std::to_string(mine) + " in this rank's affinity mask";
+  return t;
+}
+
+void set_blas_threads(int n) { openblas_set_num_threads(std::max(1, n)); }
+
+std::string cpu_name() {
+  std::FILE* f = std::fopen("/proc/cpuinfo", "r");
+  if (!f) return "CPU";
+  char line[512];
+  std::string name = "CPU";
+  while (std::fgets(line, sizeof line, f)) {
+    const std::string l(line);
+    if (l.rfind("model name", 0) != 0) continue;
+    const std::size_t colon = l.find(':');
+    if (colon != std::string::npos) name = l.substr(l.find_first_not_of(' ', colon + 1));
+    while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
+    break;
+  }
+  std::fclose(f);
+  return name.empty() ? "CPU" : name;
+}
+
+}  // namespace nn::train

@@ -1,0 +1,17 @@
+// The names of the Config enums (config.h), as the options and the output spell them.
+#include "train/config.h"
+
+namespace nn::train {
+
+const char* device_name(Device d) { return d == Device::Cpu ? "cpu" : "gpu"; }
+
+const char* strategy_name(Strategy s) {
+  switch (s) {
+    case Strategy::Allreduce: return "allreduce";
+    case Strategy::ParamServer: return "ps";
+    case Strategy::Model: return "model";
+  }
+  return "?";
+}
+
+}  // namespace nn::train

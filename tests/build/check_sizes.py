@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""Sizes a newcomer can read in one sitting (run by `make test-build`).
+
+Every C++/CUDA source under the given directories (default: src/) must be at most MAX_FILE
+lines, and every function body at most MAX_FUNC lines (from the line of its opening brace to
+the line of its closing one). Functions are found by brace matching on the source with
+comments and string literals blanked out: a '{' at namespace or class scope that follows a
+parameter list ')' (with qualifiers, a trailing return type or a constructor's initialiser
+list) opens a function body; lambdas and local classes count toward their enclosing function.
+
+Usage: check_sizes.py [--max-file N] [--max-func N] [DIR_OR_FILE ...]
+Exit status 1 with one line per violation, `FILE:LINE: what`.
+"""
+import argparse
+import pathlib
+import re
+import sys
+
+SUFFIXES = {'.cpp', '.h', '.cu', '.cuh'}
+
+
+def blank_comments_and_strings(text):
+    """Comments and string/char literals become spaces; newlines stay, so lines still count."""
+    out, i, n = [], 0, len(text)
+    while i < n:
+        if text.startswith('//', i):
+            j = text.find('\n', i)
+            j = n if j < 0 else j
+        elif text.startswith('/*', i):
+            j = text.find('*/', i + 2)
+            j = n if j < 0 else j + 2
+        elif text.startswith('R"', i) and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == '_')):
+            m = re.match(r'R"([^(\s]*)\(', text[i:])
+            close = ')' + (m.group(1) if m else '') + '"'
+            j = text.find(close, i)
+            j = n if j < 0 else j + len(close)
+        elif text[i] in '"\'' and not (text[i] == "'" and i > 0 and text[i - 1].isalnum()):  # 1'000 separators
+            j = i + 1
+            while j < n and text[j] != text[i] and text[j] != '\n':
+                j += 2 if text[j] == '\\' else 1
+            j += 1
+        else:
+            out.append(text[i])
+            i += 1
+            continue
+        out.append(re.sub(r'[^\n]', ' ', text[i:j]))
+        i = j
+    return ''.join(out)
+
+
+def function_name(text, brace):
+    """The identifier before the parameter list that precedes the body at `brace`."""
+    head = text[max(0, brace - 2000):brace]
+    close = head.rfind(')')
+    depth = 0
+    for k in range(close, -1, -1):
+        depth += head[k] == ')'
+        depth -= head[k] == '('
+        if depth == 0:
+            m = re.search(r'([A-Za-z_~][\w:~<>,\s]*?)\s*$', head[:k])
+            if m:
+                return m.group(1).split()[-1] if m.group(1).split() else '?'
+            return '?'
+    return '?'
+
+
+BODY_AFTER_PARAMS = re.compile(
+    r'\)\s*(?:const\b|noexcept\b|override\b|final\b|mutable\b|&|\s)*(?:->[^;{}]*)?$')
+INIT_LIST = re.compile(r'\)\s*(?:noexcept\s*)?:(?!:)[^;{}]*$')
+CONTROL = re.compile(r'\b(if|for|while|switch|catch|constexpr)\s*\([^;{}]*\)\s*$')
+
+
+def functions(text):
+    """(length in lines, first line, name) of every function body in the source text."""
+    code = blank_comments_and_strings(text)
+    stack, found = [], []
+    for m in re.finditer(r'[{}]', code):
+        pos = m.start()
+        if m.group() == '{':
+            if any(kind == 'func' for kind, _ in stack):
+                stack.append(('inner', pos))
+                continue
+            head = re.sub(r'\s+', ' ', code[max(0, pos - 600):pos]).rstrip()
+            is_func = bool(BODY_AFTER_PARAMS.search(head) or INIT_LIST.search(head))
+            if is_func and CONTROL.search(head):
+                is_func = False
+            stack.append(('func' if is_func else 'scope', pos))
+        elif stack:
+            kind, start = stack.pop()
+            if kind == 'func':
+                first = code.count('\n', 0, start) + 1
+                last = code.count('\n', 0, pos) + 1
+                found.append((last - first + 1, first, function_name(code, start)))
+    return found
+
+
+def sources(paths):
+    for p in map(pathlib.Path, paths):
+        if p.is_dir():
+            yield from sorted(f for f in p.rglob('*') if f.suffix in SUFFIXES)
+        elif p.suffix in SUFFIXES:
+            yield p
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap.add_argument('--max-file', type=int, default=400)
+    ap.add_argument('--max-func', type=int, default=60)
+    ap.add_argument('paths', nargs='*', default=['src'])
+    a = ap.parse_args()
+    bad = checked = 0
+    for f in sources(a.paths):
+        text = f.read_text(errors='replace')
+        checked += 1
+        n = text.count('\n')
+        if n > a.max_file:
+            print(f'{f}:1: {n} lines (at most {a.max_file}: split it by concept)')
+            bad += 1
+        for length, line, name in functions(text):
+            if length > a.max_func:
+                print(f'{f}:{line}: function {name} is {length} lines (at most {a.max_func})')
+                bad += 1
+    if not checked:
+        print('check_sizes: no sources found in ' + ' '.join(a.paths))
+        return 1
+    if not bad:
+        print(f'check_sizes: {checked} files, each at most {a.max_file} lines, every function at most '
+              f'{a.max_func} lines')
+    return 1 if bad else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
