@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Bad input, end to end: runs nn_train under mpirun on corrupt IDX files, bad option
 # values, bad checkpoints and unwritable output paths, at 1 rank and at 3 ranks, and
-# checks that every run fails the way the README promises ("A bad value, file or flag
+# checks that every run fails the way docs/usage.md promises ("A bad value, file or flag
 # ends with one line `error: ...` on rank 0 and a non-zero exit on every rank, before
 # any training"):
 #
