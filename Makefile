@@ -238,10 +238,18 @@ endif
 test-sim-examples: setup
 	@echo "== sim/examples/verify.sh (standalone simcc programs, abort-mode faults, ASan) =="
 	@SIMCC_CACHE_DIR=$(abspath $(BUILD))/simcc-cache bash sim/examples/verify.sh $(BUILD)/sim-examples
-# The build itself (tests/build): the dependency graph from make's own database (setup before
-# everything, `make run` builds only what it runs, `make` both builds), then simultaneous
-# launches through slurm/mpirun.sh, which must never collide.
-test-build: $(CPU_TRAIN) data
+# The build and the layout (tests/build): file and function sizes in src/, the Markdown links
+# and paths, the GEMM registry against --help, kernels/gemm/README.md and the bench; the
+# dependency graph from make's own database (setup before everything, `make run` builds only
+# what it runs, `make` both builds); simultaneous launches through slurm/mpirun.sh, which must
+# never collide.
+test-build: $(CPU_TRAIN) $(CPU_DIR)/bin/gemm_bench data
+	@echo "== tests/build/check_sizes.py: every file of src/ at most 400 lines, every function at most 60 =="
+	@$(PYTHON) tests/build/check_sizes.py src
+	@echo "== tests/build/check_links.py: every link and repository path in the Markdown files exists =="
+	@$(PYTHON) tests/build/check_links.py
+	@echo "== tests/build/check_gemm_registry.py: the GEMM registry, --help, kernels/gemm/README.md and the bench agree =="
+	@$(MPI_ENV) $(PYTHON) tests/build/check_gemm_registry.py $(CPU_TRAIN) $(CPU_DIR)/bin/gemm_bench
 	@echo "== tests/build/check_graph.py: setup before every step, make run builds only what it runs =="
 	@$(PYTHON) tests/build/check_graph.py $(MAKE)
 	@echo "== tests/build/concurrent_runs.sh: simultaneous launches, each with its own Open MPI session directory =="
@@ -337,7 +345,7 @@ help:
 	@echo "make plots   roofline, training curves, GEMM bars, phase breakdown (PNG, build/plots/)"
 	@echo "make peer    our reference vs PyTorch on the same network (and our GPU build vs PyTorch on a GPU)"
 	@echo "make scaling strong/weak scaling x strategies + variant ratios (CSV, PNG in build/scaling/)"
-	@echo "make test-build  the dependency graph (setup first, make run builds only what it runs) and simultaneous launches"
+	@echo "make test-build  sizes of src/ files and functions, Markdown links, GEMM registry agreement, the dependency graph, simultaneous launches"
 	@echo "make test-cli    bad input (every corrupt IDX class, bad options, bad checkpoints) and a killed rank, end to end"
 	@echo "make test-slurm  a local one-node Slurm cluster (root): submit slurm/*.sbatch, check COMPLETED"
 	@echo "make sanitize-gpu  compute-sanitizer memcheck/racecheck/synccheck on the CUDA tests (GPU only)"

@@ -55,13 +55,15 @@ bool cublas_is_baseline() { return !kEmulator && nn::gemm_variant_available(0); 
 [[noreturn]] void usage(const char* argv0, const std::string& err = "") {
   if (!err.empty()) std::fprintf(stderr, "error: %s\n", err.c_str());
   std::fprintf(stderr,
-               "usage: %s [--quick] [--variants 0,1,2,3,4] [--repeats N] [--csv FILE] [--configs]\n"
-               "          [--no-big] [--double]\n"
+               "usage: %s [--quick] [--variants N,N,...] [--repeats N] [--csv FILE] [--configs]\n"
+               "          [--no-big] [--double] [--list]\n"
+               "  --variants  the variants to run (default: every available one, 0..%d)\n"
                "  --quick     smaller B and H (for the emulator: the whole run takes < 2 minutes)\n"
                "  --configs   also time each tile configuration of variant 4 (warptile:BMxBN)\n"
                "  --no-big    skip the 4096^3 shape (only run on a GPU anyway)\n"
-               "  --double    benchmark double instead of float\n",
-               argv0);
+               "  --double    benchmark double instead of float\n"
+               "  --list      print the variants it runs by default, one 'NUMBER NAME' a line, and exit\n",
+               argv0, nn::kGemmVariants - 1);
   std::exit(err.empty() ? 0 : 2);
 }
 
@@ -89,6 +91,10 @@ Options parse(int argc, char** argv) {
         if (tok.empty() || v < 0 || v >= nn::kGemmVariants) usage(argv[0], "bad variant '" + tok + "'");
         o.variants.push_back(v);
       }
+    } else if (a == "--list") {
+      for (int v = 0; v < nn::kGemmVariants; ++v)
+        if (nn::gemm_variant_available(v)) std::printf("%d %s\n", v, nn::gemm_variant_name(v));
+      std::exit(0);
     } else if (a == "--help" || a == "-h") usage(argv[0]);
     else usage(argv[0], "unknown option " + a);
   }
@@ -120,6 +126,79 @@ std::string today() {
   const std::time_t t = std::time(nullptr);
   std::strftime(buf, sizeof buf, "%Y-%m-%d", std::localtime(&t));
   return buf;
+}
+
+// One shape's operands, random in [-1, 1) from rng, on the host (for the reference) and on
+// the device, and the GemmArgs over them (D is what the rows write).
+template <class T>
+struct Operands {
+  int a_rows, a_cols, b_rows, b_cols;
+  std::vector<T> hA, hB, hbias;
+  nn::DeviceBuffer<T> A, B, D, bias;
+  nn::GemmArgs<T> args;
+
+  Operands(const Shape& s, std::mt19937& rng)
+      : a_rows(s.opA == Op::N ? s.M : s.K), a_cols(s.opA == Op::N ? s.K : s.M),
+        b_rows(s.opB == Op::N ? s.K : s.N), b_cols(s.opB == Op::N ? s.N : s.K),
+        hA(std::size_t(a_rows) * a_cols), hB(std::size_t(b_rows) * b_cols), hbias(s.M),
+        A(hA.size()), B(hB.size()), D(std::size_t(s.M) * s.N), bias(hbias.size()) {
+    std::uniform_real_distribution<double> u(-1, 1);
+    for (auto* v : {&hA, &hB, &hbias})
+      for (auto& x : *v) x = T(u(rng));
+    A.upload(hA.data(), hA.size());
+    B.upload(hB.data(), hB.size());
+    bias.upload(hbias.data(), hbias.size());
+    args.opA = s.opA;
+    args.opB = s.opB;
+    args.M = s.M;
+    args.N = s.N;
+    args.K = s.K;
+    args.A = A.get();
+    args.lda = a_rows;
+    args.B = B.get();
+    args.ldb = b_rows;
+    args.D = D.get();
+    args.ldd = s.M;
+    args.epilogue = s.ep;
+    args.bias = s.ep == Epilogue::None ? nullptr : bias.get();
+  }
+};
+
+// The double-precision reference at sampled entries (pts) with its error bound.
+struct Samples {
+  std::vector<std::pair<int, int>> pts;
+  std::vector<double> ref, bound;
+};
+
+// Reference at sampled entries (all four corners included): K multiply-adds each, so the
+// check stays cheap even at 4096^3. Same error bound as tests/kernels/test_gemm.cpp.
+template <class T>
+Samples sample_reference(const Shape& s, const Operands<T>& o, std::mt19937& rng) {
+  Samples r;
+  r.pts = {{0, 0}, {s.M - 1, 0}, {0, s.N - 1}, {s.M - 1, s.N - 1}};
+  if (std::size_t(s.M) * s.N <= 4096) {
+    r.pts.clear();
+    for (int j = 0; j < s.N; ++j)
+      for (int i = 0; i < s.M; ++i) r.pts.push_back({i, j});
+  } else {
+    for (int n = 0; n < 2048; ++n) r.pts.push_back({int(rng() % s.M), int(rng() % s.N)});
+  }
+  const double eps = std::numeric_limits<T>::epsilon();
+  for (auto [i, j] : r.pts) {
+    double sum = 0, mag = 0;
+    for (int k = 0; k < s.K; ++k) {
+      const double x = s.opA == Op::N ? o.hA[i + std::size_t(k) * o.a_rows] : o.hA[k + std::size_t(i) * o.a_rows];
+      const double y = s.opB == Op::N ? o.hB[k + std::size_t(j) * o.b_rows] : o.hB[j + std::size_t(k) * o.b_rows];
+      sum += x * y;
+      mag += std::fabs(x * y);
+    }
+    if (s.ep != Epilogue::None) sum += o.hbias[i], mag += std::fabs(double(o.hbias[i]));
+    double bd = 2.0 * (s.K + 3) * eps * mag;
+    if (s.ep == Epilogue::BiasSigmoid) sum = 1 / (1 + std::exp(-sum)), bd += 8 * eps;
+    r.ref.push_back(sum);
+    r.bound.push_back(bd);
+  }
+  return r;
 }
 
 template <class T>
@@ -184,99 +263,51 @@ struct Bench {
     return ms[ms.size() / 2];
   }
 
-  void shape(const Shape& s, const std::vector<Kernel>& kernels) {
-    const int a_rows = s.opA == Op::N ? s.M : s.K, a_cols = s.opA == Op::N ? s.K : s.M;
-    const int b_rows = s.opB == Op::N ? s.K : s.N, b_cols = s.opB == Op::N ? s.N : s.K;
-    std::vector<T> hA(std::size_t(a_rows) * a_cols), hB(std::size_t(b_rows) * b_cols), hbias(s.M);
-    std::mt19937 rng(42);
-    std::uniform_real_distribution<double> u(-1, 1);
-    for (auto* v : {&hA, &hB, &hbias})
-      for (auto& x : *v) x = T(u(rng));
-    nn::DeviceBuffer<T> A(hA.size()), B(hB.size()), D(std::size_t(s.M) * s.N), bias(hbias.size());
-    A.upload(hA.data(), hA.size());
-    B.upload(hB.data(), hB.size());
-    bias.upload(hbias.data(), hbias.size());
-    nn::GemmArgs<T> a;
-    a.opA = s.opA;
-    a.opB = s.opB;
-    a.M = s.M;
-    a.N = s.N;
-    a.K = s.K;
-    a.A = A.get();
-    a.lda = a_rows;
-    a.B = B.get();
-    a.ldb = b_rows;
-    a.D = D.get();
-    a.ldd = s.M;
-    a.epilogue = s.ep;
-    a.bias = s.ep == Epilogue::None ? nullptr : bias.get();
-
-    // Reference at sampled entries (all four corners included): K multiply-adds each, so the
-    // check stays cheap even at 4096^3. Same error bound as tests/kernels/test_gemm.cpp.
-    std::vector<std::pair<int, int>> pts = {{0, 0}, {s.M - 1, 0}, {0, s.N - 1}, {s.M - 1, s.N - 1}};
-    const std::size_t total = std::size_t(s.M) * s.N;
-    if (total <= 4096) {
-      pts.clear();
-      for (int j = 0; j < s.N; ++j)
-        for (int i = 0; i < s.M; ++i) pts.push_back({i, j});
-    } else {
-      for (int n = 0; n < 2048; ++n) pts.push_back({int(rng() % s.M), int(rng() % s.N)});
-    }
-    std::vector<double> ref, bound;
-    const double eps = std::numeric_limits<T>::epsilon();
-    for (auto [i, j] : pts) {
-      double sum = 0, mag = 0;
-      for (int k = 0; k < s.K; ++k) {
-        const double x = s.opA == Op::N ? hA[i + std::size_t(k) * a_rows] : hA[k + std::size_t(i) * a_rows];
-        const double y = s.opB == Op::N ? hB[k + std::size_t(j) * b_rows] : hB[j + std::size_t(k) * b_rows];
-        sum += x * y;
-        mag += std::fabs(x * y);
+  // One row of the table: kernel k validated at the sampled entries (D pre-filled with NaN so
+  // that unwritten outputs fail), then timed; base_ms is the ratio's denominator so far.
+  void row(const Shape& s, const Kernel& k, Operands<T>& o, const Samples& smp, double& base_ms) {
+    std::printf("%-14s %5d %5d %5d  %s%s  %-22s", s.name.c_str(), s.M, s.N, s.K,
+                s.opA == Op::N ? "N" : "T", s.opB == Op::N ? "N" : "T", k.name.c_str());
+    std::fflush(stdout);
+    try {
+      CUDA_CHECK(cudaMemset(o.D.get(), 0xff, o.D.bytes()));  // NaN: unwritten outputs fail the check
+      run_kernel(k, o.args);
+      CUDA_CHECK(cudaDeviceSynchronize());
+      std::vector<T> hD(std::size_t(s.M) * s.N);
+      o.D.download(hD.data(), hD.size());
+      int bad = 0;
+      for (std::size_t n = 0; n < smp.pts.size(); ++n) {
+        const double got = hD[smp.pts[n].first + std::size_t(smp.pts[n].second) * s.M];
+        if (!(std::fabs(got - smp.ref[n]) <= smp.bound[n])) ++bad;
       }
-      if (s.ep != Epilogue::None) sum += hbias[i], mag += std::fabs(double(hbias[i]));
-      double bd = 2.0 * (s.K + 3) * eps * mag;
-      if (s.ep == Epilogue::BiasSigmoid) sum = 1 / (1 + std::exp(-sum)), bd += 8 * eps;
-      ref.push_back(sum);
-      bound.push_back(bd);
-    }
-
-    const double gflop = 2.0 * s.M * s.N * double(s.K) * 1e-9;
-    double base_ms = -1;  // cuBLAS on a GPU, else naive: the ratio's denominator
-    const int base_variant = cublas_is_baseline() ? 0 : 1;
-    std::vector<T> hD(total);
-    for (const Kernel& k : kernels) {
-      std::printf("%-14s %5d %5d %5d  %s%s  %-22s", s.name.c_str(), s.M, s.N, s.K,
-                  s.opA == Op::N ? "N" : "T", s.opB == Op::N ? "N" : "T", k.name.c_str());
-      std::fflush(stdout);
-      try {
-        CUDA_CHECK(cudaMemset(D.get(), 0xff, D.bytes()));  // NaN: unwritten outputs fail the check
-        run_kernel(k, a);
-        CUDA_CHECK(cudaDeviceSynchronize());
-        D.download(hD.data(), hD.size());
-        int bad = 0;
-        for (std::size_t n = 0; n < pts.size(); ++n) {
-          const double got = hD[pts[n].first + std::size_t(pts[n].second) * s.M];
-          if (!(std::fabs(got - ref[n]) <= bound[n])) ++bad;
-        }
-        if (bad) {
-          ++mismatches;
-          std::printf("  MISMATCH at %d of %zu sampled entries: not timed\n", bad, pts.size());
-          continue;
-        }
-        const double ms = time_ms(k, a);
-        if (k.cfg < 0 && k.variant == base_variant) base_ms = ms;
-        const double gf = gflop / (ms * 1e-3);
-        char ratio[32] = "";
-        if (base_ms > 0) std::snprintf(ratio, sizeof ratio, "%.3f", base_ms / ms);
-        std::printf(" %10.4f %10.2f %8s\n", ms, gf, base_ms > 0 ? ratio : "-");
-        if (csv)
-          std::fprintf(csv, "%s,%s,%s,%d,%d,%d,%s,%s,%d,%s,%.6f,%.4f,%s\n", device.c_str(),
-                       today().c_str(), s.name.c_str(), s.M, s.N, s.K, s.opA == Op::N ? "N" : "T",
-                       s.opB == Op::N ? "N" : "T", k.variant, k.name.c_str(), ms, gf, ratio);
-      } catch (const std::exception& e) {
+      if (bad) {
         ++mismatches;
-        std::printf("  ERROR: %s\n", e.what());
+        std::printf("  MISMATCH at %d of %zu sampled entries: not timed\n", bad, smp.pts.size());
+        return;
       }
+      const double ms = time_ms(k, o.args);
+      const int base_variant = cublas_is_baseline() ? 0 : 1;  // cuBLAS on a GPU, else naive
+      if (k.cfg < 0 && k.variant == base_variant) base_ms = ms;
+      const double gf = 2.0 * s.M * s.N * double(s.K) * 1e-9 / (ms * 1e-3);
+      char ratio[32] = "";
+      if (base_ms > 0) std::snprintf(ratio, sizeof ratio, "%.3f", base_ms / ms);
+      std::printf(" %10.4f %10.2f %8s\n", ms, gf, base_ms > 0 ? ratio : "-");
+      if (csv)
+        std::fprintf(csv, "%s,%s,%s,%d,%d,%d,%s,%s,%d,%s,%.6f,%.4f,%s\n", device.c_str(),
+                     today().c_str(), s.name.c_str(), s.M, s.N, s.K, s.opA == Op::N ? "N" : "T",
+                     s.opB == Op::N ? "N" : "T", k.variant, k.name.c_str(), ms, gf, ratio);
+    } catch (const std::exception& e) {
+      ++mismatches;
+      std::printf("  ERROR: %s\n", e.what());
     }
+  }
+
+  void shape(const Shape& s, const std::vector<Kernel>& kernels) {
+    std::mt19937 rng(42);
+    Operands<T> o(s, rng);
+    const Samples smp = sample_reference(s, o, rng);
+    double base_ms = -1;  // cuBLAS on a GPU, else naive: the ratio's denominator
+    for (const Kernel& k : kernels) row(s, k, o, smp, base_ms);
   }
 
   int run() {

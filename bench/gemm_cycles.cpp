@@ -3,6 +3,7 @@
 // Driven by bench/gpgpusim_cycles.sh (make bench-gpgpusim); in the emulator build it runs too,
 // which only shows that the call is valid.
 //   gemm_cycles VARIANT M N K OPA OPB EPILOGUE     e.g. gemm_cycles 4 256 50 784 N N biassigmoid
+//   gemm_cycles --list      the available variants, one "NUMBER NAME" a line (no CUDA call)
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -13,8 +14,14 @@
 #include "gemm/gemm.h"
 
 int main(int argc, char** argv) {
+  if (argc == 2 && std::strcmp(argv[1], "--list") == 0) {
+    for (int v = 0; v < nn::kGemmVariants; ++v)
+      if (nn::gemm_variant_available(v)) std::printf("%d %s\n", v, nn::gemm_variant_name(v));
+    return 0;
+  }
   if (argc != 8) {
-    std::fprintf(stderr, "usage: %s VARIANT M N K N|T N|T none|bias|biassigmoid\n", argv[0]);
+    std::fprintf(stderr, "usage: %s VARIANT M N K N|T N|T none|bias|biassigmoid\n       %s --list\n",
+                 argv[0], argv[0]);
     return 2;
   }
   const int v = std::atoi(argv[1]), M = std::atoi(argv[2]), N = std::atoi(argv[3]), K = std::atoi(argv[4]);

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# make bench-gpgpusim: modeled cycles of GEMM variants 1-4 at the trainer's GEMM shapes, on
+# make bench-gpgpusim: modeled cycles of the GEMM variants (every available one but cuBLAS, from
+# the registry through `gemm_cycles --list`) at the trainer's GEMM shapes, on
 # GPGPU-Sim's cycle models of a Quadro GV100 (SM7_QV100) and an RTX 3070 (SM86_RTX3070).
 # A GPGPU-Sim cycle model, not a GPU measurement. The models run about 150-200 thousand thread
 # instructions per second per core: the layer-1 GEMMs at H=256, b=50 take about two minutes
 # each, at b=3000 well over an hour, so the default grid is H=256, b=50 (GRID=full: H=256,512 x
 # b=50,100,1500,3000).
 #   bench/gpgpusim_cycles.sh GEMM_CYCLES_BIN OUT_DIR
-#   environment: GRID=quick|full, MODELS="qv100 rtx3070", VARIANTS="1 2 3 4", SHAPES (names or
+#   environment: GRID=quick|full, MODELS="qv100 rtx3070", VARIANTS (default: every available
+#   variant but cublas, which GPGPU-Sim cannot run: "1 2 3 4" today), SHAPES (names or
 #   prefixes of the five GEMMs, e.g. "fwd2 bwd_dW2 bwd_dA1"), JOBS (parallel simulations),
 #   APPEND=1 (add to the CSV instead of starting it anew), STEP=0 (no training step)
 # Writes OUT_DIR/gemm_cycles.csv and OUT_DIR/gemm_cycles.md (and gemm_cycles.png with matplotlib);
@@ -17,7 +19,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 run=$here/../tests/gpgpusim/run.sh
 GRID=${GRID:-quick}
 MODELS=${MODELS:-qv100 rtx3070}
-VARIANTS=${VARIANTS:-1 2 3 4}
+if [ -z "${VARIANTS:-}" ]; then
+  # The registry's variants, as the binary lists them (--list makes no CUDA call, so it runs natively).
+  VARIANTS=$("$bin" --list | awk '$2 != "cublas" { printf "%s ", $1 }') ||
+    { echo "error: $bin --list failed" >&2; exit 2; }
+  [ -n "$VARIANTS" ] || { echo "error: $bin --list printed no variant" >&2; exit 2; }
+fi
 JOBS=${JOBS:-$(nproc)}
 mkdir -p "$out"
 case "$GRID" in

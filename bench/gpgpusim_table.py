@@ -9,7 +9,13 @@ import sys
 from collections import defaultdict
 
 CONFIG = {"qv100": "SM7_QV100", "rtx3070": "SM86_RTX3070"}
-NAMES = {1: "naive", 2: "tiled", 3: "regblock", 4: "warptile"}
+
+
+def variant_names():
+    """Number -> name of every GEMM variant, from the registry (kernels/gemm/variants.h)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kernels", "gemm", "variants.h")
+    with open(path) as f:
+        return {int(n): name for n, name in re.findall(r"X\((\d+),\s*(\w+),", f.read())}
 
 
 def core_mhz(home, model):
@@ -64,6 +70,8 @@ def main():
     rows = [r for r in csv.DictReader(open(path)) if r["cycles"]]
     if not rows:
         raise SystemExit("error: no simulation finished; nothing to tabulate")
+    registry = variant_names()
+    NAMES = {v: registry.get(v, f"variant{v}") for v in sorted({int(r["variant"]) for r in rows})}
     groups = defaultdict(dict)
     for r in rows:
         key = (r["model"], int(r["H"]), int(r["b"]), r["gemm"], int(r["M"]), int(r["N"]), int(r["K"]))

@@ -1,16 +1,13 @@
 // GEMM variant 4 (the default): warp-tiled 2-D register blocking, double-buffered shared memory,
 // 16-byte vector loads/stores when pointers and leading dimensions allow, optional split-K.
-// Run through nn::gemm(4, ...) and gemm_tuning::*; tested by tests/kernels/test_gemm.cpp.
+// This file: the kernel and its launch; the per-shape plan and the split-K scratch are in
+// 4_warptile_plan.cu. Run through nn::gemm(4, ...) and gemm_tuning::*; tested by
+// tests/kernels/test_gemm.cpp.
 #include "gemm/gemm.h"
-
-#include <algorithm>
-#include <atomic>
-#include <map>
-#include <mutex>
-#include <utility>
 
 #include "common/check.h"
 #include "common/nvtx.h"
+#include "gemm/4_warptile.h"
 
 namespace nn::gemm_detail {
 
@@ -70,7 +67,14 @@ template <> struct Cfg<double, 0> : Shape<128, 64, 8, 64, 16, 8, 4> {};
 template <> struct Cfg<double, 1> : Shape<64, 64, 8, 32, 32, 4, 8> {};
 template <> struct Cfg<double, 2> : Shape<64, 32, 8, 32, 16, 4, 4> {};
 template <> struct Cfg<double, 3> : Shape<16, 64, 16, 16, 32, 4, 4> {};
-constexpr int kTileM[] = {128, 64, 64, 16}, kTileN[] = {64, 64, 32, 64};
+template <class T, int ID>
+constexpr bool matches_plan() {  // the plan (4_warptile_plan.cu) counts tiles of kTileM x kTileN
+  return Cfg<T, ID>::BM == warptile::kTileM[ID] && Cfg<T, ID>::BN == warptile::kTileN[ID];
+}
+static_assert(matches_plan<float, 0>() && matches_plan<float, 1>() && matches_plan<float, 2>() &&
+                  matches_plan<float, 3>() && matches_plan<double, 0>() && matches_plan<double, 1>() &&
+                  matches_plan<double, 2>() && matches_plan<double, 3>(),
+              "Cfg tiles must match warptile::kTileM/kTileN");
 
 enum VecFlags { kVecA = 1, kVecB = 2, kVecD = 4 };
 
@@ -287,87 +291,6 @@ gemm_warptile_kernel(int M, int N, int K, int k_split, T alpha, const T* A, int 
   }
 }
 
-int sm_count() {
-  static std::atomic<int> cache[16] = {};
-  int dev = 0;
-  CUDA_CHECK(cudaGetDevice(&dev));
-  const int slot = dev >= 0 && dev < 16 ? dev : 0;
-  int n = cache[slot].load(std::memory_order_relaxed);
-  if (n == 0 || dev >= 16) {
-    CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
-    n = std::max(n, 1);
-    cache[slot].store(n, std::memory_order_relaxed);
-  }
-  return n;
-}
-
-int tiles(int cfg, int M, int N) {
-  return ((M + kTileM[cfg] - 1) / kTileM[cfg]) * ((N + kTileN[cfg] - 1) / kTileN[cfg]);
-}
-
-// If the tiles leave SMs idle and K is long (the weight gradients, K = batch), split K into
-// slices of at least 128 so that every SM gets about two blocks.
-int plan_splits(int cfg, int M, int N, int K, int sms) {
-  const int t = tiles(cfg, M, N);
-  if (t >= sms) return 1;
-  return std::clamp((2 * sms + t - 1) / t, 1, std::clamp(K / 128, 1, 16));
-}
-
-// Split-K scratch, one per (device, stream) so GEMMs on different streams never share it.
-// Grown on demand (the trainer's shapes are fixed, so after the first batch this is a lookup);
-// never freed: at static destruction the CUDA runtime may already be gone.
-struct Workspace {
-  void* partial = nullptr;
-  std::size_t partial_bytes = 0;
-  unsigned* counters = nullptr;
-  std::size_t n_counters = 0;
-};
-
-std::mutex mu;
-auto* all = new std::map<std::pair<int, cudaStream_t>, Workspace>;
-
-Workspace& workspace(cudaStream_t s, std::size_t partial_bytes, std::size_t n_counters) {
-  int dev = 0;
-  CUDA_CHECK(cudaGetDevice(&dev));
-  std::lock_guard<std::mutex> lock(mu);
-  Workspace& w = (*all)[{dev, s}];
-  // Growing frees buffers that earlier split-K launches on this stream may still use:
-  // wait for them explicitly rather than rely on cudaFree's implicit synchronisation.
-  // (One workspace per (device, stream): the stream must not be destroyed while in use.)
-  if ((w.partial && w.partial_bytes < partial_bytes) || (w.counters && w.n_counters < n_counters))
-    CUDA_CHECK(cudaStreamSynchronize(s));
-  if (w.partial_bytes < partial_bytes) {
-    if (w.partial) CUDA_CHECK(cudaFree(w.partial));
-    w.partial = nullptr;
-    CUDA_CHECK(cudaMalloc(&w.partial, partial_bytes));
-    w.partial_bytes = partial_bytes;
-  }
-  if (w.n_counters < n_counters) {
-    if (w.counters) CUDA_CHECK(cudaFree(w.counters));
-    w.counters = nullptr;
-    CUDA_CHECK(cudaMalloc(&w.counters, n_counters * sizeof(unsigned)));
-    CUDA_CHECK(cudaMemsetAsync(w.counters, 0, n_counters * sizeof(unsigned), s));
-    w.n_counters = n_counters;
-  }
-  return w;
-}
-
-}  // namespace
-
-void release_workspaces() {
-  std::lock_guard<std::mutex> lock(mu);
-  if (all->empty()) return;
-  (void)cudaDeviceSynchronize();  // errors ignored: a reset, often after a fault, follows
-  for (auto& [key, w] : *all) {
-    (void)cudaFree(w.partial);
-    (void)cudaFree(w.counters);
-  }
-  all->clear();
-  (void)cudaGetLastError();
-}
-
-namespace {
-
 template <class T, int ID>
 void launch_cfg(const GemmArgs<T>& a, int splits, cudaStream_t s) {
   using S = Cfg<T, ID>;
@@ -389,7 +312,7 @@ void launch_cfg(const GemmArgs<T>& a, int splits, cudaStream_t s) {
   unsigned* counters = nullptr;
   if (splits > 1) {
     const std::size_t n_tiles = std::size_t(grid.x) * grid.y;
-    Workspace& w = workspace(s, n_tiles * splits * S::BM * S::BN * sizeof(T), n_tiles);
+    warptile::Workspace& w = warptile::workspace(s, n_tiles * splits * S::BM * S::BN * sizeof(T), n_tiles);
     ws = static_cast<T*>(w.partial);
     counters = w.counters;
   }
@@ -404,14 +327,14 @@ void launch_cfg(const GemmArgs<T>& a, int splits, cudaStream_t s) {
 }  // namespace
 
 template <class T>
-void gemm_warptile(const GemmArgs<T>& a, cudaStream_t s, int cfg, int splits) {
+void warptile_run(const GemmArgs<T>& a, cudaStream_t s, int cfg, int splits) {
   NN_RANGE("gemm_warptile");
   if (cfg < 0) {
     const gemm_tuning::WarptilePlan p = gemm_tuning::warptile_plan(a.M, a.N, a.K);
     cfg = p.cfg;
     if (splits <= 0) splits = p.splits;
   } else if (splits <= 0) {
-    splits = plan_splits(cfg, a.M, a.N, a.K, sm_count());
+    splits = warptile::plan_splits(cfg, a.M, a.N, a.K, warptile::sm_count());
   }
   switch (cfg) {
     case 0: launch_cfg<T, 0>(a, splits, s); break;
@@ -421,34 +344,15 @@ void gemm_warptile(const GemmArgs<T>& a, cudaStream_t s, int cfg, int splits) {
   }
 }
 
-template void gemm_warptile<float>(const GemmArgs<float>&, cudaStream_t, int, int);
-template void gemm_warptile<double>(const GemmArgs<double>&, cudaStream_t, int, int);
+// The registry's launcher (gemm/variants.h): tiles and split-K chosen per shape.
+template <class T>
+void gemm_warptile(const GemmArgs<T>& a, cudaStream_t s) {
+  warptile_run(a, s, -1, 0);
+}
+
+template void warptile_run<float>(const GemmArgs<float>&, cudaStream_t, int, int);
+template void warptile_run<double>(const GemmArgs<double>&, cudaStream_t, int, int);
+template void gemm_warptile<float>(const GemmArgs<float>&, cudaStream_t);
+template void gemm_warptile<double>(const GemmArgs<double>&, cudaStream_t);
 
 }  // namespace nn::gemm_detail
-
-namespace nn::gemm_tuning {
-
-const char* warptile_config_name(int cfg) {
-  static constexpr const char* names[kWarptileConfigs] = {"128x64", "64x64", "64x32", "16x64"};
-  return cfg >= 0 && cfg < kWarptileConfigs ? names[cfg] : "unknown";
-}
-
-// Not yet tuned on hardware (see bench/README.md): the largest tile that still gives every
-// SM two blocks, else the smallest; 16x64 for M <= 16; then split-K if SMs are still idle.
-WarptilePlan warptile_plan(int M, int N, int K) {
-  const int sms = gemm_detail::sm_count();
-  int cfg = 2;
-  if (M <= 16) {
-    cfg = 3;
-  } else {
-    for (int c = 0; c < 3; ++c)
-      if (gemm_detail::tiles(c, M, N) >= 2 * sms) { cfg = c; break; }
-  }
-  return {cfg, gemm_detail::plan_splits(cfg, M, N, K, sms)};
-}
-
-}  // namespace nn::gemm_tuning
-
-namespace nn {
-void gemm_release_workspaces() { gemm_detail::release_workspaces(); }
-}  // namespace nn

@@ -1,32 +1,44 @@
-// The GEMM dispatcher: argument validation, variant names, and variant 0 (cuBLAS: one lazily
-// created handle plus a small bias/sigmoid epilogue kernel; in the emulator build the emulated
-// cuBLAS of sim, computed by the host's OpenBLAS).
+// The GEMM dispatcher: argument validation, the registry's names and help (gemm/variants.h),
+// the launcher table built from it, column chunking, and the gemm_tuning entry point. The
+// variants themselves are kernels/gemm/N_name.cu (0 = cuBLAS: 0_cublas.cu).
 // Tested by tests/kernels/test_gemm.cpp; timed by bench/gemm_bench.cpp.
 #include "gemm/gemm.h"
 
 #include <stdexcept>
 #include <string>
 
-#include "common/check.h"
-#include "common/nvtx.h"
-
-#include <cublas_v2.h>
-
 namespace nn {
 
 namespace {
-constexpr const char* kNames[kGemmVariants] = {"cublas", "naive", "tiled", "regblock", "warptile"};
-
 [[noreturn]] void bad(const std::string& what) {
   throw std::invalid_argument("gemm: " + what);
 }
+
+// The launchers, indexed by variant number: one entry per registry row, null when retired.
+template <class T>
+using Launcher = void (*)(const GemmArgs<T>&, cudaStream_t);
+#define NN_GEMM_LAUNCHER_live(name, T) &gemm_detail::gemm_##name<T>
+#define NN_GEMM_LAUNCHER_retired(name, T) nullptr
+#define NN_GEMM_LAUNCHER(n, name, state, help) NN_GEMM_LAUNCHER_##state(name, T),
+template <class T>
+constexpr Launcher<T> kLaunchers[kGemmVariants] = {NN_GEMM_VARIANTS(NN_GEMM_LAUNCHER)};
+#undef NN_GEMM_LAUNCHER
 }  // namespace
 
 const char* gemm_variant_name(int v) {
-  return (v >= 0 && v < kGemmVariants) ? kNames[v] : "unknown";
+  return (v >= 0 && v < kGemmVariants) ? gemm_detail::kVariants[v].name : "unknown";
 }
 
-bool gemm_variant_available(int v) { return v >= 0 && v < kGemmVariants; }
+bool gemm_variant_available(int v) { return v >= 0 && v < kGemmVariants && gemm_detail::kVariants[v].live; }
+
+std::string gemm_variants_help() {
+  std::string s;
+  for (const gemm_detail::VariantInfo& v : gemm_detail::kVariants) {
+    if (!s.empty()) s += ", ";
+    s += std::to_string(v.number) + " " + v.help + (v.live ? "" : " (retired)");
+  }
+  return s;
+}
 
 int gemm_default_variant() { return 4; }
 
@@ -55,74 +67,12 @@ void validate(const GemmArgs<T>& a) {
 
 }  // namespace gemm_detail
 
-namespace {
-
-void cublas_check(cublasStatus_t st, const char* what) {
-  if (st != CUBLAS_STATUS_SUCCESS)
-    throw InternalError(std::string("gemm (cuBLAS): ") + what + " failed with status " +
-                        std::to_string(static_cast<int>(st)));
-}
-
-// One handle per process, created on first use. Deliberately never destroyed: at static
-// destruction the CUDA runtime may already be gone, and the OS reclaims it anyway.
-cublasHandle_t cublas_handle() {
-  static cublasHandle_t h = [] {
-    cublasHandle_t x = nullptr;
-    cublas_check(cublasCreate(&x), "cublasCreate");
-    return x;
-  }();
-  return h;
-}
-
-// cuBLAS has no fused bias/sigmoid, so variant 0 pays one more pass over D: threadIdx.x
-// runs along M, the contiguous dimension, so each warp touches consecutive addresses.
-template <class T>
-__global__ void gemm_bias_epilogue_kernel(int M, int N, T* D, int ldd, const T* bias, bool sig) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  const int j = blockIdx.y * blockDim.y + threadIdx.y;
-  if (i >= M || j >= N) return;
-  T& d = D[i + static_cast<std::size_t>(j) * ldd];
-  T v = d + bias[i];
-  d = sig ? gemm_detail::sigmoid(v) : v;
-}
-
-template <class T>
-void gemm_bias_epilogue(int M, int N, T* D, int ldd, const T* bias, bool sig, cudaStream_t s) {
-  NN_RANGE("gemm_bias_epilogue");
-  const dim3 block(32, 8);
-  const dim3 grid((M + 31) / 32, (N + 7) / 8);
-  gemm_bias_epilogue_kernel<T><<<grid, block, 0, s>>>(M, N, D, ldd, bias, sig);
-  CHECK_LAUNCH("gemm_bias_epilogue_kernel");
-}
-
-template <class T>
-void gemm_cublas(const GemmArgs<T>& a, cudaStream_t s) {
-  NN_RANGE("gemm_cublas");
-  cublasHandle_t h = cublas_handle();
-  cublas_check(cublasSetStream(h, s), "cublasSetStream");
-  // cuBLAS computes D = alpha*op(A)op(B) + beta*D; with beta == 0 it does not read D.
-  if (a.C && a.C != a.D)
-    CUDA_CHECK(cudaMemcpy2DAsync(a.D, sizeof(T) * a.ldd, a.C, sizeof(T) * a.ldc, sizeof(T) * a.M,
-                                 a.N, cudaMemcpyDeviceToDevice, s));
-  const cublasOperation_t ta = a.opA == Op::N ? CUBLAS_OP_N : CUBLAS_OP_T;
-  const cublasOperation_t tb = a.opB == Op::N ? CUBLAS_OP_N : CUBLAS_OP_T;
-  const T beta = a.C ? a.beta : T(0);
-  if constexpr (std::is_same_v<T, float>)
-    cublas_check(cublasSgemm(h, ta, tb, a.M, a.N, a.K, &a.alpha, a.A, a.lda, a.B, a.ldb, &beta,
-                             a.D, a.ldd), "cublasSgemm");
-  else
-    cublas_check(cublasDgemm(h, ta, tb, a.M, a.N, a.K, &a.alpha, a.A, a.lda, a.B, a.ldb, &beta,
-                             a.D, a.ldd), "cublasDgemm");
-  if (a.epilogue != Epilogue::None)
-    gemm_bias_epilogue(a.M, a.N, a.D, a.ldd, a.bias, a.epilogue == Epilogue::BiasSigmoid, s);
-}
-
-}  // namespace
-
 template <class T>
 void gemm(int variant, const GemmArgs<T>& args, cudaStream_t s) {
   if (variant < 0 || variant >= kGemmVariants)
     bad("unknown variant " + std::to_string(variant) + " (0.." + std::to_string(kGemmVariants - 1) + ")");
+  if (!kLaunchers<T>[variant])
+    bad("variant " + std::to_string(variant) + " (" + gemm_variant_name(variant) + ") is retired");
   gemm_detail::validate(args);
   GemmArgs<T> a = args;
   if (a.beta == T(0)) a.C = nullptr;  // BLAS semantics: C is not read at all
@@ -141,13 +91,7 @@ void gemm(int variant, const GemmArgs<T>& args, cudaStream_t s) {
     }
     return;
   }
-  switch (variant) {
-    case 0: gemm_cublas(a, s); break;
-    case 1: gemm_detail::gemm_naive(a, s); break;
-    case 2: gemm_detail::gemm_tiled(a, s); break;
-    case 3: gemm_detail::gemm_regblock(a, s); break;
-    case 4: gemm_detail::gemm_warptile(a, s); break;
-  }
+  kLaunchers<T>[variant](a, s);
 }
 
 namespace gemm_tuning {
@@ -158,7 +102,7 @@ void gemm_warptile_with_config(int cfg, int splits, const GemmArgs<T>& args, cud
   gemm_detail::validate(args);
   GemmArgs<T> a = args;
   if (a.beta == T(0)) a.C = nullptr;
-  gemm_detail::gemm_warptile(a, s, cfg, splits);
+  gemm_detail::warptile_run(a, s, cfg, splits);
 }
 }  // namespace gemm_tuning
 

@@ -1,13 +1,18 @@
 // GEMM for the trainer: D = alpha*op(A)*op(B) + beta*C, then a fused bias/sigmoid epilogue,
-// column-major, behind one dispatcher with numbered variants (0 = cuBLAS, 1..4 ours).
-// Tested by tests/kernels/test_gemm.cpp; timed by bench/gemm_bench.cpp (see bench/README.md).
+// column-major, behind one dispatcher with numbered variants (0 = cuBLAS, 1.. ours), listed in
+// the registry gemm/variants.h. Tested by tests/kernels/test_gemm.cpp; timed by
+// bench/gemm_bench.cpp (see bench/README.md); the variants and how to add one: README.md here.
 #pragma once
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
+#include <string>
 #include <type_traits>
 
 #include <cuda_runtime.h>
+
+#include "gemm/variants.h"
 
 namespace nn {
 
@@ -24,9 +29,35 @@ struct GemmArgs {
   Epilogue epilogue = Epilogue::None; const T* bias = nullptr;  // bias has M entries
 };
 
-constexpr int kGemmVariants = 5;  // 0 = cuBLAS (emulated on OpenBLAS in the CPU build), 1..4 ours
-const char* gemm_variant_name(int v);  // "cublas", "naive", "tiled", "regblock", "warptile"
-bool gemm_variant_available(int v);    // 0..4 (true in both builds)
+// The registry's rows as data (gemm/variants.h; gemm_detail because callers use the functions
+// below): number, name, --help text, live (false: retired, number kept, no launcher).
+namespace gemm_detail {
+struct VariantInfo {
+  int number;
+  const char* name;
+  const char* help;
+  bool live;
+};
+#define NN_GEMM_STATE_live true
+#define NN_GEMM_STATE_retired false
+#define NN_GEMM_INFO(n, name, state, help) VariantInfo{n, #name, help, NN_GEMM_STATE_##state},
+inline constexpr VariantInfo kVariants[] = {NN_GEMM_VARIANTS(NN_GEMM_INFO)};
+#undef NN_GEMM_INFO
+constexpr bool numbered_in_order() {
+  for (int i = 0; i < int(std::size(kVariants)); ++i)
+    if (kVariants[i].number != i) return false;
+  return true;
+}
+static_assert(numbered_in_order(), "gemm/variants.h: rows must be numbered 0, 1, 2, ... in order");
+}  // namespace gemm_detail
+
+// 0 = cuBLAS (emulated on OpenBLAS in the CPU build), 1.. ours; numbers are permanent.
+constexpr int kGemmVariants = int(std::size(gemm_detail::kVariants));
+static_assert(kGemmVariants < 255, "checkpoint fingerprints store 255 for --device cpu (docs/checkpoint.md)");
+const char* gemm_variant_name(int v);  // "cublas", "naive", "tiled", "regblock", "warptile", ...
+bool gemm_variant_available(int v);    // live rows of the registry (all of them, in both builds)
+// The --gemm help of nn_train: "0 cuBLAS (emulator: on OpenBLAS), 1 naive, 2 tiled, ...".
+std::string gemm_variants_help();
 // Validates args (std::invalid_argument on M,N,K < 1, bad ld, null pointers), dispatches.
 template <class T>
 void gemm(int variant, const GemmArgs<T>& a, cudaStream_t s = 0);
@@ -62,12 +93,15 @@ void validate(const GemmArgs<T>& a);  // throws std::invalid_argument
 // in the narrowest variant.
 inline constexpr int kMaxColumnsPerLaunch = 65535 * 8;
 
-// Launchers of the variants; arguments already validated, C null when beta == 0.
-template <class T> void gemm_naive(const GemmArgs<T>& a, cudaStream_t s);
-template <class T> void gemm_tiled(const GemmArgs<T>& a, cudaStream_t s);
-template <class T> void gemm_regblock(const GemmArgs<T>& a, cudaStream_t s);
-// cfg < 0: chosen per shape; splits == 0: chosen per shape (see 4_warptile.cu).
-template <class T> void gemm_warptile(const GemmArgs<T>& a, cudaStream_t s, int cfg = -1, int splits = 0);
+// Launchers of the variants, one per registry row (gemm_NAME, defined in NUMBER_NAME.cu);
+// arguments already validated and at most kMaxColumnsPerLaunch columns, C null when beta == 0.
+#define NN_GEMM_DECLARE(n, name, state, help) \
+  template <class T> void gemm_##name(const GemmArgs<T>& a, cudaStream_t s);
+NN_GEMM_VARIANTS(NN_GEMM_DECLARE)
+#undef NN_GEMM_DECLARE
+// Variant 4 with a forced tile configuration: cfg < 0: chosen per shape; splits == 0: chosen
+// per shape (see 4_warptile_plan.cu). gemm_warptile(a, s) is warptile_run(a, s, -1, 0).
+template <class T> void warptile_run(const GemmArgs<T>& a, cudaStream_t s, int cfg, int splits);
 
 // Calls f.template operator()<opA, opB>() (f is a C++20 template lambda): each variant's
 // kernels are templated on the two ops, so the loops that decide coalescing are resolved at

@@ -145,6 +145,9 @@ struct Spec {
   void (*set)(Config&, const std::string&);  // converts, validates, stores; throws BadValue
 };
 
+// --gemm's help, from the GEMM registry (kernels/gemm/variants.h).
+const std::string kGemmHelp = "GEMM: " + gemm_variants_help();
+
 // clang-format off
 const Spec kSpecs[] = {
   {"data", "DIR", "directory of the four MNIST IDX files (raw or .gz)",
@@ -189,7 +192,7 @@ const Spec kSpecs[] = {
   {"no-shuffle", nullptr, "batches in file order instead of shuffled every epoch",
    [](const Config& c) { return std::string(c.shuffle ? "off" : "on"); },
    [](Config& c, const std::string& v) { c.shuffle = !to_bool(v); }},
-  {"gemm", "V", "GEMM: 0 cuBLAS (emulator: on OpenBLAS), 1 naive, 2 tiled, 3 regblock, 4 warptile",
+  {"gemm", "V", kGemmHelp.c_str(),
    [](const Config& c) { return std::to_string(c.gemm); },
    [](Config& c, const std::string& v) {
      c.gemm = to_int32(v, 0, kGemmVariants - 1);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make test-gpgpusim: the CUDA build, as nvcc made it, executed on GPGPU-Sim (functional mode).
 #   1. the simulator fixes, each by a standalone program with known answers (programs/*.cu);
-#   2. the CUDA build's own kernel tests (tests/kernels: every GEMM variant 1-4 and transpose,
+#   2. the CUDA build's own kernel tests (tests/kernels: every GEMM variant but cuBLAS, and transpose,
 #      the split-K plans, every ops.cu kernel, at the CUDA build's grid sizes) less those that
 #      cannot run here, listed in SKIPPED below with the reason; then a check, from the
 #      simulator's logs, that every __global__ kernel of kernels/ ran (the cuBLAS epilogue aside);

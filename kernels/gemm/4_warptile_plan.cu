@@ -1,0 +1,122 @@
+// GEMM variant 4 (warptile), host side: which tile configuration and how many k-slices a shape
+// gets (gemm_tuning::warptile_plan), the SM count it is based on, and the split-K scratch
+// cached per (device, stream) with its release (gemm_release_workspaces). The kernel and its
+// launch: 4_warptile.cu. Tested by tests/kernels/test_gemm.cpp (GemmWarptile.*).
+#include "gemm/gemm.h"
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include "common/check.h"
+#include "gemm/4_warptile.h"
+
+namespace nn::gemm_detail::warptile {
+
+int sm_count() {
+  static std::atomic<int> cache[16] = {};
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  const int slot = dev >= 0 && dev < 16 ? dev : 0;
+  int n = cache[slot].load(std::memory_order_relaxed);
+  if (n == 0 || dev >= 16) {
+    CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+    n = std::max(n, 1);
+    cache[slot].store(n, std::memory_order_relaxed);
+  }
+  return n;
+}
+
+namespace {
+int tiles(int cfg, int M, int N) {
+  return ((M + kTileM[cfg] - 1) / kTileM[cfg]) * ((N + kTileN[cfg] - 1) / kTileN[cfg]);
+}
+}  // namespace
+
+// If the tiles leave SMs idle and K is long (the weight gradients, K = batch), split K into
+// slices of at least 128 so that every SM gets about two blocks.
+int plan_splits(int cfg, int M, int N, int K, int sms) {
+  const int t = tiles(cfg, M, N);
+  if (t >= sms) return 1;
+  return std::clamp((2 * sms + t - 1) / t, 1, std::clamp(K / 128, 1, 16));
+}
+
+// Split-K scratch, one per (device, stream) so GEMMs on different streams never share it.
+// Grown on demand (the trainer's shapes are fixed, so after the first batch this is a lookup);
+// never freed: at static destruction the CUDA runtime may already be gone.
+namespace {
+std::mutex mu;
+auto* all = new std::map<std::pair<int, cudaStream_t>, Workspace>;
+}  // namespace
+
+Workspace& workspace(cudaStream_t s, std::size_t partial_bytes, std::size_t n_counters) {
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  std::lock_guard<std::mutex> lock(mu);
+  Workspace& w = (*all)[{dev, s}];
+  // Growing frees buffers that earlier split-K launches on this stream may still use:
+  // wait for them explicitly rather than rely on cudaFree's implicit synchronisation.
+  // (One workspace per (device, stream): the stream must not be destroyed while in use.)
+  if ((w.partial && w.partial_bytes < partial_bytes) || (w.counters && w.n_counters < n_counters))
+    CUDA_CHECK(cudaStreamSynchronize(s));
+  if (w.partial_bytes < partial_bytes) {
+    if (w.partial) CUDA_CHECK(cudaFree(w.partial));
+    w.partial = nullptr;
+    CUDA_CHECK(cudaMalloc(&w.partial, partial_bytes));
+    w.partial_bytes = partial_bytes;
+  }
+  if (w.n_counters < n_counters) {
+    if (w.counters) CUDA_CHECK(cudaFree(w.counters));
+    w.counters = nullptr;
+    CUDA_CHECK(cudaMalloc(&w.counters, n_counters * sizeof(unsigned)));
+    CUDA_CHECK(cudaMemsetAsync(w.counters, 0, n_counters * sizeof(unsigned), s));
+    w.n_counters = n_counters;
+  }
+  return w;
+}
+
+namespace {
+void release_workspaces() {
+  std::lock_guard<std::mutex> lock(mu);
+  if (all->empty()) return;
+  (void)cudaDeviceSynchronize();  // errors ignored: a reset, often after a fault, follows
+  for (auto& [key, w] : *all) {
+    (void)cudaFree(w.partial);
+    (void)cudaFree(w.counters);
+  }
+  all->clear();
+  (void)cudaGetLastError();
+}
+}  // namespace
+
+}  // namespace nn::gemm_detail::warptile
+
+namespace nn::gemm_tuning {
+
+const char* warptile_config_name(int cfg) {
+  static constexpr const char* names[kWarptileConfigs] = {"128x64", "64x64", "64x32", "16x64"};
+  return cfg >= 0 && cfg < kWarptileConfigs ? names[cfg] : "unknown";
+}
+
+// Not yet tuned on hardware (see bench/README.md): the largest tile that still gives every
+// SM two blocks, else the smallest; 16x64 for M <= 16; then split-K if SMs are still idle.
+WarptilePlan warptile_plan(int M, int N, int K) {
+  namespace wt = gemm_detail::warptile;
+  const int sms = wt::sm_count();
+  int cfg = 2;
+  if (M <= 16) {
+    cfg = 3;
+  } else {
+    for (int c = 0; c < 3; ++c)
+      if (wt::tiles(c, M, N) >= 2 * sms) { cfg = c; break; }
+  }
+  return {cfg, wt::plan_splits(cfg, M, N, K, sms)};
+}
+
+}  // namespace nn::gemm_tuning
+
+namespace nn {
+void gemm_release_workspaces() { gemm_detail::warptile::release_workspaces(); }
+}  // namespace nn
