@@ -263,11 +263,6 @@ void CpuModel<T>::upload_scores(const T* host, int b) {
 }
 
 template <class T>
-void CpuModel<T>::download_grads(T* host) const {
-  if (host != grads_.data()) std::memcpy(host, grads_.data(), sizeof(T) * grads_.size());
-}
-
-template <class T>
 void CpuModel<T>::upload_grads(const T* host) {
   if (host != grads_.data()) std::memcpy(grads_.data(), host, sizeof(T) * grads_.size());
 }

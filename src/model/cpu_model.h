@@ -68,7 +68,6 @@ class CpuModel {
   T* grads() { return grads_.data(); }
   void download_scores(T* host, int b);
   void upload_scores(const T* host, int b);
-  void download_grads(T* host) const;
   void upload_grads(const T* host);
 
   void enable_graphs(bool) {}  // nothing to capture on the host

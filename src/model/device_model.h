@@ -59,9 +59,9 @@ class DeviceModel {
   // Cross-entropy sum and correct count of the slice are accumulated on the device.
   void forward_backward(std::size_t offset, int b, T inv_B, bool add_reg, T reg);
 
-  // The same step in two phases, for the overlap (trainer.cpp): the first queues the forward
-  // pass and layer 2's gradients [W2 | b2] and records Stage::Layer2Grads; the second queues
-  // layer 1's [W1 | b1] and records Stage::AllGrads. forward_backward calls both.
+  // The same step in two phases, for the overlap (src/train/exchange.h): the first queues the
+  // forward pass and layer 2's gradients [W2 | b2] and records Stage::Layer2Grads; the second
+  // queues layer 1's [W1 | b1] and records Stage::AllGrads. forward_backward calls both.
   void backward_layer2_phase(std::size_t offset, int b, T inv_B, bool add_reg, T reg);
   void backward_layer1_phase(int b, bool add_reg, T reg);
 
@@ -95,18 +95,16 @@ class DeviceModel {
     std::size_t captured = 0, replays = 0, eager = 0, nodes = 0;  // nodes: all graphs
   };
   const GraphStats& graph_stats() const { return gstats_; }
-  cudaStream_t stream() const { return stream_.get(); }
 
   // Called on the host between the forward pass's launches and the backward pass's in every
   // forward_backward (at once for an empty slice), e.g. to record a CUDA event there: the
   // trainer's --report times the two passes apart with it. Empty (default): nothing is called.
   void set_phase_hook(std::function<void()> hook) { phase_hook_ = std::move(hook); }
 
-  // The gradient buffer, for the reduction between the two copies (upload: queued on the
-  // model's stream, before the SGD step; the host buffer must stay put until that step).
-  void download_grads(T* host) const;
+  // The reduced gradient back from host memory (queued on the model's stream, before the SGD
+  // step; the host buffer must stay put until that step).
   void upload_grads(const T* host);
-  // p <- p - lr * g for every entry: the regulariser is already inside g (see trainer.cpp).
+  // p <- p - lr * g for every entry: the regulariser is already inside g (src/train/step.h).
   void sgd_step(T lr);
 
   // Training statistics accumulated by forward_backward since the last reset.

@@ -53,12 +53,6 @@ void DeviceModel<T>::upload_scores(const T* host, int b) {
 }
 
 template <class T>
-void DeviceModel<T>::download_grads(T* host) const {
-  NN_RANGE("cudaMemcpyDeviceToHost");
-  grads_.download(host, grads_.size());
-}
-
-template <class T>
 void DeviceModel<T>::upload_grads(const T* host) {
   NN_RANGE("cudaMemcpyHostToDevice");
   if (grads_.size())
@@ -73,7 +67,6 @@ void DeviceModel<T>::upload_grads(const T* host) {
   template void DeviceModel<T>::wait(Stage) const; \
   template void DeviceModel<T>::download_scores(T*, int); \
   template void DeviceModel<T>::upload_scores(const T*, int); \
-  template void DeviceModel<T>::download_grads(T*) const; \
   template void DeviceModel<T>::upload_grads(const T*);
 NN_INSTANTIATE(float)
 NN_INSTANTIATE(double)

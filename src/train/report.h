@@ -1,8 +1,8 @@
 // The --report performance report: every training batch timed phase by phase on rank 0
 // (CUDA events; the emulator's events read the wall clock), the FLOP and byte counts of a
 // batch, the rates they give and the course's roofline prediction, written as JSON
-// (schema "nn-report-1"). The trainer (trainer.cpp) places the marks and, with --profile,
-// the barriers and device syncs. Tested by tests/train/test_report.cpp.
+// (schema "nn-report-1"). The trainer (src/train/step.h, exchange.h) places the marks and,
+// with --profile, the barriers and device syncs. Tested by tests/train/test_report.cpp.
 #pragma once
 #include <array>
 #include <chrono>

@@ -155,8 +155,8 @@ TEST(Strategies, LazyStreamsGiveTheSynchronousWeightsOnEveryPath) {
   }
 }
 
-// The overlap's polling loop (trainer.cpp: MPI_Test until layer 1's gradient copy is done)
-// must really iterate: the emulator's lazy streams answer cudaEventQuery with "not ready"
+// The overlap's polling loop (src/train/exchange.h: MPI_Test until layer 1's gradient copy is
+// done) must really iterate: the emulator's lazy streams answer cudaEventQuery with "not ready"
 // while the copy stream still has work, one step per query, as a GPU still busy would. Every
 // step finds that copy pending, so every rank polls at least once per step; without overlap
 // nothing polls, and the weights are the same bits either way.
