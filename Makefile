@@ -178,6 +178,16 @@ setup: $(SETUP_STAMP)
 $(SETUP_STAMP): .ci/setup.sh
 	$(call step,SETUP,,.ci/setup.sh: checking the dependencies)bash .ci/setup.sh
 	@mkdir -p $(dir $@) && touch $@
+# Targets that need more than the base build depend on setup-COMPONENT (plots, scaling, peer,
+# fuzz, slurm, gpgpusim, multinode): the same script checks and installs that component's part
+# (.ci/setup.sh says what each needs), after the base setup, once per change of the script.
+SETUP_COMPONENTS := $(filter-out base,$(shell bash .ci/setup.sh --list))
+SETUP_COMPONENT_STAMPS := $(SETUP_COMPONENTS:%=$(BUILD)/.setup-%)
+.PHONY: $(SETUP_COMPONENTS:%=setup-%)
+$(SETUP_COMPONENTS:%=setup-%): setup-%: $(BUILD)/.setup-%
+$(SETUP_COMPONENT_STAMPS): $(BUILD)/.setup-%: .ci/setup.sh | setup
+	$(call step,SETUP,,.ci/setup.sh $*: checking what it needs)PLOTS_PYTHON=$(PLOTS_PYTHON) bash .ci/setup.sh $*
+	@mkdir -p $(dir $@) && touch $@
 
 # Open MPI refuses root without these, and needs --oversubscribe for 4 ranks on 2 cores.
 MPI_ENV := $(if $(filter 0,$(shell id -u)),OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)
@@ -241,8 +251,8 @@ test-sim-examples: setup
 # The build and the layout (tests/build): file and function sizes in src/, the Markdown links
 # and paths, the GEMM registry against --help, kernels/gemm/README.md and the bench; the
 # dependency graph from make's own database (setup before everything, `make run` builds only
-# what it runs, `make` both builds); simultaneous launches through slurm/mpirun.sh, which must
-# never collide.
+# what it runs, `make` both builds); each setup component before the targets that need it;
+# simultaneous launches through slurm/mpirun.sh, which must never collide.
 test-build: $(CPU_TRAIN) $(CPU_DIR)/bin/gemm_bench data
 	@echo "== tests/build/check_sizes.py: every file of src/ at most 400 lines, every function at most 60 =="
 	@$(PYTHON) tests/build/check_sizes.py src
@@ -252,6 +262,8 @@ test-build: $(CPU_TRAIN) $(CPU_DIR)/bin/gemm_bench data
 	@$(MPI_ENV) $(PYTHON) tests/build/check_gemm_registry.py $(CPU_TRAIN) $(CPU_DIR)/bin/gemm_bench
 	@echo "== tests/build/check_graph.py: setup before every step, make run builds only what it runs =="
 	@$(PYTHON) tests/build/check_graph.py $(MAKE)
+	@echo "== tests/build/check_setup.py: setup components (.ci/setup.sh plots, fuzz, ...) run before the targets that need them =="
+	@$(PYTHON) tests/build/check_setup.py $(MAKE)
 	@echo "== tests/build/concurrent_runs.sh: simultaneous launches, each with its own Open MPI session directory =="
 	@$(MPI_ENV) $(if $(filter 1,$(SANITIZE)),$(SAN_ENV)0) bash tests/build/concurrent_runs.sh $(CPU_TRAIN) data/current
 test-cuda: cuda
@@ -311,9 +323,7 @@ bench: all $(SIM_BENCH)
 PLOTS_OUT    ?= $(BUILD)/plots
 PLOTS_PYTHON ?= /usr/bin/python3
 .PHONY: plots peer
-plots: $(CPU_TRAIN) $(CPU_DIR)/bin/gemm_bench data
-	@$(PLOTS_PYTHON) -c 'import matplotlib' 2>/dev/null || { \
-	  echo "error: $(PLOTS_PYTHON) cannot import matplotlib: apt-get install python3-matplotlib (Debian/Ubuntu)"; exit 1; }
+plots: setup-plots $(CPU_TRAIN) $(CPU_DIR)/bin/gemm_bench data
 	@mkdir -p $(PLOTS_OUT) $(BENCH_OUT)
 	GRID=quick NP="1 2" NN_BIN=$(CPU_TRAIN) OUT=$(PLOTS_OUT)/sweep bash bench/sweep.sh
 	$(MPI_ENV) SIM_WORKERS=$${SIM_WORKERS:-0} $(SINGLETON) $(CPU_TRAIN) --data data/current --hidden 64 --batch 100 \
@@ -322,7 +332,7 @@ plots: $(CPU_TRAIN) $(CPU_DIR)/bin/gemm_bench data
 	$(PLOTS_PYTHON) bench/plots.py all --sweep $(PLOTS_OUT)/sweep --metrics $(PLOTS_OUT)/metrics.csv \
 	  --report $(PLOTS_OUT)/metrics.json --gemm $(BENCH_OUT)/gemm_emulator.csv --out $(PLOTS_OUT)
 	@echo "plots: $(PLOTS_OUT)/roofline.png $(PLOTS_OUT)/training.png $(PLOTS_OUT)/gemm.png $(PLOTS_OUT)/phases.png$(if $(wildcard $(BUILD)/peer/peer_cpu.csv), $(PLOTS_OUT)/peer.png)"
-peer: $(CPU_TRAIN) data $(if $(and $(HAVE_NVCC),$(GPU_VISIBLE)),$(CUDA_TRAIN))
+peer: setup-peer $(CPU_TRAIN) data $(if $(and $(HAVE_NVCC),$(GPU_VISIBLE)),$(CUDA_TRAIN))
 	CPU_DIR=$(CPU_DIR) CUDA_DIR=$(CUDA_DIR) PYTHON=$(PLOTS_PYTHON) bash bench/peer_compare.sh
 
 # Fragments: the local Slurm cluster test, CLI bad-input tests, fuzzing, the scaling study.
@@ -353,7 +363,7 @@ help:
 	@echo "make test-gpgpusim the CUDA build (nvcc's code) on GPGPU-Sim: kernel tests, nn_train at 2 ranks (root in CI)"
 	@echo "make bench-gpgpusim modeled GEMM cycles on GPGPU-Sim's QV100 and RTX 3070 models (slow; not a GPU measurement)"
 	@echo "make fuzz    libFuzzer on the IDX parser and checkpoint reader, FUZZ_SECONDS=60 each (clang)"
-	@echo "make setup   check/install dependencies"
+	@echo "make setup   check/install dependencies (make setup-plots, setup-peer, ...: what one target needs beyond the build)"
 	@echo "make clean   remove $(BUILD)/"
 	@echo "variables: V=1 (print the commands) USE_DOUBLE=1 DEBUG=1 SANITIZE=1 CUDA_HOME= CUDA_ARCH='80 90' NP_LIST='1 2'"
 

@@ -1,19 +1,60 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2317  # the checks are called indirectly, through need() and check_all
 # Checks every build dependency by what the build needs (a header, a library, a tool),
 # not by package name, so it also works with cluster modules. On a Debian-family system
 # as root it installs what is missing with apt-get; elsewhere it says exactly what is
 # missing and how to get it, and fails. Run by `make setup` (all targets depend on it).
+#
+#   bash .ci/setup.sh [--check] [COMPONENT...]
+#
+# No component: `base`, what `make` builds with. The optional components, each for the make
+# targets that need more than the base build (the Makefile runs them through the stamps
+# $(BUILD)/.setup-COMPONENT, `make setup-COMPONENT`):
+#   plots      matplotlib for PLOTS_PYTHON (make plots: bench/plots.py)
+#   scaling    the same (make scaling: bench/scaling_plot.py)
+#   peer       numpy and PyTorch for PLOTS_PYTHON (make peer: bench/peer_compare.sh)
+#   fuzz       clang that links -fsanitize=fuzzer,address,undefined with zlib (make fuzz)
+#   slurm      Slurm's daemons and client, munge (make test-slurm)
+#   gpgpusim   GPGPU-Sim's build tools: bison flex makedepend patch git xz pip zlib libGL
+#   multinode  ip (network namespaces), unshare, nsenter, ps/pgrep/pkill, and slurm's
+# PLOTS_PYTHON (default /usr/bin/python3): the python of plots, scaling and peer; Debian's
+# packages serve only the system interpreter, so for another one setup names the pip module.
+# --check: check only, install nothing (exit 1 when something is missing). --list: the
+# component names. Unknown component: one line, exit 2.
 set -euo pipefail
 
+COMPONENTS=(base plots scaling peer fuzz slurm gpgpusim multinode)
 CXX=${CXX:-g++}
 MPICXX=${MPICXX:-mpicxx}
-missing_pkgs=()    # Debian packages to install
+CLANGXX=${CLANGXX:-clang++}
+PY=${PLOTS_PYTHON:-/usr/bin/python3}
+OPTIONAL_PKGS=(dataset-fashion-mnist)  # missing and not installable: a note, not a failure
+
+check_only=
+selected=()
+for arg in "$@"; do
+  case $arg in
+    --check) check_only=yes ;;
+    --list) echo "${COMPONENTS[*]}"; exit 0 ;;
+    *)
+      if [[ " ${COMPONENTS[*]} " != *" $arg "* ]]; then
+        echo "setup: unknown component '$arg' (known: ${COMPONENTS[*]})" >&2
+        exit 2
+      fi
+      [[ " ${selected[*]} " == *" $arg "* ]] || selected+=("$arg") ;;
+  esac
+done
+[ ${#selected[@]} -gt 0 ] || selected=(base)
+# Messages: `setup: ...` for the base (as always), `setup: plots: ...` for a component.
+if [ "${selected[*]}" = base ]; then tag="setup:"; else tag="setup: $(IFS=+; echo "${selected[*]}"):"; fi
+
+missing_pkgs=()    # Debian packages to install (`?name`: only where the distribution has it)
 missing_desc=()    # human-readable list for non-Debian systems
+missing_manual=()  # what no Debian package provides (another python, say): always a failure
 
 have_cmd() { command -v "$1" >/dev/null 2>&1; }
 
 # Does `#include <$1>` compile and, if $2 is given, does linking with $2 work?
-# shellcheck disable=SC2317  # called indirectly, through need()
 have_lib() {
   local header=$1 tmp link=()
   read -r -a link <<<"${2:-}"
@@ -25,13 +66,49 @@ have_lib() {
   rm -rf "$tmp"; return 1
 }
 
-need() {  # need <debian-package> <description> <check command...>
-  local pkg=$1 desc=$2; shift 2
-  if ! "$@"; then missing_pkgs+=("$pkg"); missing_desc+=("$desc ($pkg)"); fi
+# Does linking an empty program with $1 (e.g. -lGL) work?
+have_link() {
+  local tmp rc=0
+  tmp=$(mktemp -d)
+  printf 'int main() { return 0; }\n' >"$tmp/t.cpp"
+  "$CXX" "$tmp/t.cpp" -o "$tmp/t" "$1" >/dev/null 2>&1 || rc=1
+  rm -rf "$tmp"; return "$rc"
 }
 
-check_all() {
-  missing_pkgs=(); missing_desc=()
+# Can $CLANGXX link a libFuzzer + sanitizer program using zlib? (clang alone is not enough:
+# on Debian 12 the libFuzzer runtime is in libclang-rt-14-dev, reached via libclang-rt-dev.)
+have_fuzzer_toolchain() {
+  local tmp rc=0
+  tmp=$(mktemp -d)
+  printf '%s\n' '#include <zlib.h>' '#include <cstddef>' '#include <cstdint>' \
+    'extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* d, std::size_t n) {' \
+    '  return static_cast<int>(crc32(0, d, static_cast<unsigned>(n)) & 0); }' >"$tmp/probe.cpp"
+  "$CLANGXX" -fsanitize=fuzzer,address,undefined "$tmp/probe.cpp" -lz -o "$tmp/probe" >/dev/null 2>&1 || rc=1
+  rm -rf "$tmp"; return "$rc"
+}
+
+have_module() { "$PY" -c "import $1" >/dev/null 2>&1; }
+have_pip() { python3 -m pip --version >/dev/null 2>&1; }  # tests/gpgpusim/build.sh: python3 -m pip
+# Debian's python3-* packages serve the system interpreter (prefix /usr), not a venv's.
+system_python() { [ "$("$PY" -c 'import sys; print(sys.prefix)' 2>/dev/null)" = /usr ]; }
+
+need() {  # need <debian-package(s)> <description> <check command...>
+  local desc=$2 p pkgs=()
+  read -r -a pkgs <<<"$1"; shift 2
+  "$@" && return 0
+  for p in "${pkgs[@]}"; do [[ " ${missing_pkgs[*]} " == *" $p "* ]] || missing_pkgs+=("$p"); done
+  missing_desc+=("$desc (${pkgs[*]//\?/})")
+}
+
+need_module() {  # need_module <module> <debian-package> <description>
+  if system_python; then
+    need "$2" "$3 for $PY" have_module "$1"
+  elif ! have_module "$1"; then
+    missing_manual+=("$3: $PY cannot import $1 (pip install $1 into it, or PLOTS_PYTHON=/usr/bin/python3)")
+  fi
+}
+
+check_base() {
   need g++                   "a C++20 compiler"                 have_cmd "$CXX"
   need python3               "python3 (runs sim/simcc)" have_cmd python3
   need openmpi-bin           "mpirun"                           have_cmd mpirun
@@ -46,32 +123,115 @@ check_all() {
   # Offline data: Debian ships Fashion-MNIST in IDX format (make data falls back to it).
   need dataset-fashion-mnist "Fashion-MNIST (offline data)"     test -d /usr/share/datasets/fashion-mnist
 }
+check_plots() {
+  if [ "$PY" = /usr/bin/python3 ]; then need python3 "python3" have_cmd "$PY"; fi
+  need_module matplotlib python3-matplotlib "matplotlib"
+}
+check_scaling() { check_plots; }  # bench/scaling.sh itself: python3's standard library, awk
+check_peer() {
+  if [ "$PY" = /usr/bin/python3 ]; then need python3 "python3" have_cmd "$PY"; fi
+  need_module numpy python3-numpy "numpy"
+  need_module torch python3-torch "PyTorch"
+}
+check_fuzz() {
+  # Debian 12 splits compiler-rt (libFuzzer, sanitizers) out of clang; Ubuntu 22.04 does not.
+  need "clang zlib1g-dev ?libclang-rt-dev" "$CLANGXX with libFuzzer, ASan, UBSan and zlib" have_fuzzer_toolchain
+}
+check_slurm() {
+  local c
+  for c in slurmctld slurmd sbatch srun scontrol squeue scancel sinfo; do
+    need slurm-wlm "Slurm ($c)" have_cmd "$c"
+  done
+  for c in munged munge; do need munge "munge ($c)" have_cmd "$c"; done
+}
+check_gpgpusim() {  # what tests/gpgpusim/build.sh uses besides the CUDA toolkit
+  need bison      "bison"                    have_cmd bison
+  need flex       "flex"                     have_cmd flex
+  need xutils-dev "makedepend"               have_cmd makedepend
+  need make       "make"                     have_cmd make
+  need g++        "g++"                      have_cmd g++
+  need xz-utils   "xz"                       have_cmd xz
+  need patch      "patch"                    have_cmd patch
+  need git        "git (the source archive's commit)" have_cmd git
+  need python3-pip "pip (the CUDA 11.8 headers, cuobjdump)" have_pip
+  need zlib1g-dev "zlib"                     have_lib zlib.h -lz
+  need libgl-dev  "libGL"                    have_link -lGL
+}
+check_multinode() {
+  need iproute2   "ip (network namespaces)"  have_cmd ip
+  need util-linux "unshare"                  have_cmd unshare
+  need util-linux "nsenter"                  have_cmd nsenter
+  local c
+  for c in ps pgrep pkill; do need procps "$c" have_cmd "$c"; done
+  check_slurm
+}
+
+check_all() {
+  missing_pkgs=(); missing_desc=(); missing_manual=()
+  local c
+  for c in "${selected[@]}"; do "check_$c"; done
+}
+
+# True when all that is missing is optional (the offline data).
+only_optional() {
+  [ ${#missing_manual[@]} -eq 0 ] || return 1
+  local p
+  for p in "${missing_pkgs[@]}"; do [[ " ${OPTIONAL_PKGS[*]} " == *" $p "* ]] || return 1; done
+}
+
+report_missing() {
+  [ ${#missing_desc[@]} -eq 0 ] || echo "$tag missing: ${missing_desc[*]}"
+  local m
+  for m in "${missing_manual[@]}"; do echo "$tag missing: $m"; done
+}
 
 check_all
-[ ${#missing_pkgs[@]} -eq 0 ] && exit 0
+[ ${#missing_pkgs[@]} -eq 0 ] && [ ${#missing_manual[@]} -eq 0 ] && exit 0
 
-echo "setup: missing: ${missing_desc[*]}"
-if have_cmd apt-get && [ "$(id -u)" -eq 0 ]; then
-  echo "setup: installing with apt-get: ${missing_pkgs[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  # (debconf's "delaying package configuration, since apt-utils is not installed" is noise)
-  apt-get install -y -qq --no-install-recommends "${missing_pkgs[@]}" >/dev/null \
-    2> >(grep -v '^debconf: delaying package configuration' >&2)
-  check_all
-  if [ ${#missing_pkgs[@]} -eq 0 ]; then echo "setup: all dependencies present"; exit 0; fi
-  echo "setup: still missing after apt-get: ${missing_desc[*]}" >&2
+report_missing
+if [ -z "$check_only" ] && [ ${#missing_pkgs[@]} -gt 0 ] && have_cmd apt-get && [ "$(id -u)" -eq 0 ]; then
+  # One install at a time: `make -j` may run several components at once (dpkg's lock).
+  if have_cmd flock; then exec 9>"${TMPDIR:-/tmp}/nn-setup.lock"; flock 9; check_all; fi
+  if [ ${#missing_pkgs[@]} -gt 0 ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    pkgs=()
+    for p in "${missing_pkgs[@]}"; do
+      case $p in
+        \?*) if apt-cache show "${p#\?}" >/dev/null 2>&1; then pkgs+=("${p#\?}"); fi ;;
+        *) pkgs+=("$p") ;;
+      esac
+    done
+    echo "$tag installing with apt-get: ${pkgs[*]}"
+    # (debconf's "delaying package configuration, since apt-utils is not installed" is noise)
+    apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null \
+      2> >(grep -v '^debconf: delaying package configuration' >&2)
+    check_all
+  fi
+  if [ ${#missing_pkgs[@]} -eq 0 ] && [ ${#missing_manual[@]} -eq 0 ]; then
+    echo "$tag all dependencies present"; exit 0
+  fi
+  if [ ${#missing_desc[@]} -gt 0 ]; then echo "$tag still missing after apt-get: ${missing_desc[*]}" >&2; fi
+  for m in "${missing_manual[@]}"; do echo "$tag still missing: $m" >&2; done
   exit 1
 fi
 
-{
-  echo "setup: cannot install automatically (needs root and apt-get). Install:"
-  echo "  Debian/Ubuntu:  sudo apt-get install ${missing_pkgs[*]}"
-  echo "  On a cluster:   try 'module avail' then e.g. 'module load gcc openmpi armadillo boost cuda';"
-  echo "                  point CXX/MPICXX/CUDA_HOME at the loaded toolchain and add include/lib"
-  echo "                  paths through CPATH and LIBRARY_PATH (and LD_LIBRARY_PATH) before 'make'."
-  echo "  The Fashion-MNIST fallback is optional when 'make data' can download MNIST."
-} >&2
+if [ ${#missing_pkgs[@]} -gt 0 ]; then
+  {
+    if [ -n "$check_only" ]; then
+      echo "$tag --check: nothing installed. Install:"
+    else
+      echo "$tag cannot install automatically (needs root and apt-get). Install:"
+    fi
+    echo "  Debian/Ubuntu:  sudo apt-get install ${missing_pkgs[*]//\?/}"
+    if [[ " ${selected[*]} " == *" base "* ]]; then
+      echo "  On a cluster:   try 'module avail' then e.g. 'module load gcc openmpi armadillo boost cuda';"
+      echo "                  point CXX/MPICXX/CUDA_HOME at the loaded toolchain and add include/lib"
+      echo "                  paths through CPATH and LIBRARY_PATH (and LD_LIBRARY_PATH) before 'make'."
+      echo "  The Fashion-MNIST fallback is optional when 'make data' can download MNIST."
+    fi
+  } >&2
+fi
 # Only the data package is optional for building; everything else stops the build.
-if [ ${#missing_pkgs[@]} -eq 1 ] && [ "${missing_pkgs[0]}" = dataset-fashion-mnist ]; then exit 0; fi
+if only_optional; then exit 0; fi
 exit 1

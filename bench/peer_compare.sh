@@ -23,7 +23,8 @@
 #   OUT=build/peer (logs)  OMP_WAIT_POLICY=PASSIVE (see below)  ROUNDS=2
 # ROUNDS: each CPU pair runs ROUNDS times, alternating ours / PyTorch, and each side keeps its
 # fastest round's median, so a burst of load from another job hurts neither side alone.
-# PyTorch: Debian's python3-torch; installed with apt-get when missing and run as root.
+# PyTorch: Debian's python3-torch; installed with apt-get when missing and run as root
+# (.ci/setup.sh peer, which `make peer` runs first as setup-peer).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -53,16 +54,11 @@ export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 
 case $MODE in auto | cpu | gpu) ;; *) echo "error: MODE must be auto, cpu or gpu (got '$MODE')" >&2; exit 2 ;; esac
 if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
-if ! "$PYTHON" -c 'import torch' 2>/dev/null; then
-  if [ "$(id -u)" = 0 ] && [ "$PYTHON" = /usr/bin/python3 ] && command -v apt-get >/dev/null; then
-    echo "== installing Debian's python3-torch (the peer) with apt-get"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-torch >"${TMPDIR:-/tmp}/peer_torch_apt.log" 2>&1 ||
-      { echo "error: apt-get install python3-torch failed (log: ${TMPDIR:-/tmp}/peer_torch_apt.log)" >&2; exit 1; }
-  fi
-  if ! "$PYTHON" -c 'import torch' 2>/dev/null; then
-    echo "error: $PYTHON cannot import torch (Debian: apt-get install python3-torch; or PYTHON=/path/to/python)" >&2
-    exit 1
-  fi
+# numpy and PyTorch for $PYTHON: the project's setup checks them (and, for the system python as
+# root on Debian, installs python3-numpy python3-torch); for another python it names the module.
+if ! "$PYTHON" -c 'import numpy, torch' 2>/dev/null; then
+  PLOTS_PYTHON=$PYTHON bash .ci/setup.sh peer ||
+    { echo "error: $PYTHON cannot import torch (.ci/setup.sh peer above; or PYTHON=/path/to/python)" >&2; exit 1; }
 fi
 mkdir -p "$OUT"
 

@@ -2,8 +2,8 @@
 # -> $(SCALING_OUT)/{scaling,variants,variants_runs}.csv and
 #    $(SCALING_OUT)/{scaling_strong,scaling_weak,variants}.png
 # Included by the Makefile, which defines BUILD, CPU_TRAIN, CUDA_TRAIN, HAVE_NVCC, GPU_VISIBLE,
-# MPI_ENV and PLOTS_PYTHON. The CUDA build runs when a GPU is visible (and nvcc built it),
-# else the emulator build. bench/scaling.sh's environment passes through (NP, STRATEGIES,
+# MPI_ENV and PLOTS_PYTHON; setup-scaling (.ci/setup.sh scaling) installs matplotlib for the
+# plots. The CUDA build runs when a GPU is visible (and nvcc built it), else the emulator build. bench/scaling.sh's environment passes through (NP, STRATEGIES,
 # B, B0, QUICK, HIDDEN, EPOCHS, ...); SCALING_ARGS are extra nn_train options:
 #   make scaling NP='1 2' STRATEGIES=allreduce SCALING_ARGS='--gemm 3'
 #   make scaling SCALING_ARGS='--device cpu'     # the host backend -> $(BUILD)/scaling-cpu
@@ -11,9 +11,7 @@ SCALING_OUT  ?= $(BUILD)/scaling$(if $(findstring --device cpu,$(SCALING_ARGS)),
 SCALING_ARGS ?=
 SCALING_GPU   = $(and $(HAVE_NVCC),$(GPU_VISIBLE))
 .PHONY: scaling
-scaling: $(CPU_TRAIN) data $(if $(SCALING_GPU),$(CUDA_TRAIN))
-	@$(PLOTS_PYTHON) -c 'import matplotlib' 2>/dev/null || { \
-	  echo "error: $(PLOTS_PYTHON) cannot import matplotlib: apt-get install python3-matplotlib (Debian/Ubuntu)"; exit 1; }
+scaling: setup-scaling $(CPU_TRAIN) data $(if $(SCALING_GPU),$(CUDA_TRAIN))
 	$(MPI_ENV) NN_BIN=$(if $(SCALING_GPU),$(CUDA_TRAIN),$(CPU_TRAIN)) OUT=$(SCALING_OUT) \
 	  bash bench/scaling.sh $(SCALING_ARGS)
 	$(PLOTS_PYTHON) bench/scaling_plot.py $(SCALING_OUT)

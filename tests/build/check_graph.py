@@ -31,7 +31,6 @@ EXEMPT = {
     "help": "prints text",
     "clean": "rm -rf",
     "all": "its recipe only prints a note; its prerequisites are checked",
-    "fuzz-setup": "installs clang itself (tests/fuzz/run.sh --setup)",
 }
 EXEMPT_PATTERNS = [
     (re.compile(r"/\.setup-done$"), "the setup stamp: runs .ci/setup.sh itself"),

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A real one-node Slurm cluster on this machine, to test the slurm/*.sbatch scripts:
-# installs slurm-wlm and munge from Debian if missing, writes a private slurm.conf (this
+# installs slurm-wlm and munge from Debian if missing (.ci/setup.sh slurm), writes a private slurm.conf (this
 # host's CPUs and memory from `slurmd -C`, no GPUs), starts munged, slurmctld and slurmd
 # on private ports, sockets and directories, submits the scripts with the emulator build
 # and checks that every job ends COMPLETED with the expected output. Everything it
@@ -79,20 +79,8 @@ for np in $NP_LIST; do
   [ "$np" -gt "$np_max" ] && np_max=$np
 done
 
-need_install=
-for c in slurmctld slurmd sbatch scontrol munged munge; do
-  command -v "$c" >/dev/null 2>&1 || need_install=yes
-done
-if [ -n "$need_install" ]; then
-  command -v apt-get >/dev/null 2>&1 || fatal "Slurm or munge missing and no apt-get: install slurm-wlm (slurmctld, slurmd, client) and munge"
-  say "installing slurm-wlm and munge (apt-get)"
-  export DEBIAN_FRONTEND=noninteractive
-  if ! apt-get install -y -q --no-install-recommends slurm-wlm munge >/dev/null; then
-    apt-get update -q >/dev/null
-    apt-get install -y -q --no-install-recommends slurm-wlm munge >/dev/null ||
-      fatal "apt-get install slurm-wlm munge failed"
-  fi
-fi
+# Slurm's daemons and client, munge: checked (and installed with apt-get) by the project's setup.
+bash .ci/setup.sh slurm || fatal "Slurm or munge missing (.ci/setup.sh slurm): install slurm-wlm and munge"
 
 # ---- cleanup: everything started here is stopped on exit ------------------------------
 RUN=
