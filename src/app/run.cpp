@@ -3,6 +3,7 @@
 
 #include <exception>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <system_error>
 
@@ -15,6 +16,7 @@
 #include "train/plan.h"
 #include "train/trainer.h"
 #include "train/util.h"
+#include "train/watchdog.h"
 
 namespace nn::train {
 
@@ -25,6 +27,14 @@ int run_training(const Config& cfg, std::FILE* out) {
   const bool root = comm::rank() == 0;
   try {
     validate(cfg);  // before reading 50 MB of images for nothing
+    // --timeout: from here to the end of the last step (watchdog.h).
+    std::optional<Watchdog> watchdog;
+    if (cfg.timeout > 0) watchdog.emplace(cfg.timeout, comm::rank(), comm::processor_name(), kExitTimeout);
+    struct Installed {
+      explicit Installed(Watchdog* w) { set_watchdog(w); }
+      ~Installed() { set_watchdog(nullptr); }
+    } installed(watchdog ? &*watchdog : nullptr);
+    watch("setup (loading and scattering the data)", true);
     HostData data;
     on_root([&] {
       std::error_code ec;

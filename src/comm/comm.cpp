@@ -7,6 +7,8 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -91,44 +93,44 @@ std::string processor_name() {
 
 bool all_ok(bool ok) {
   int v = ok ? 1 : 0;
-  check(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD), "MPI_Allreduce");
+  check((detail::Busy("MPI_Allreduce"), MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD)), "MPI_Allreduce");
   return v != 0;
 }
 
 void any_of_each(std::vector<int>& flags) {
   if (flags.empty()) return;
-  check(MPI_Allreduce(MPI_IN_PLACE, flags.data(), static_cast<int>(flags.size()), MPI_INT, MPI_LOR,
-                      MPI_COMM_WORLD),
+  check((detail::Busy("MPI_Allreduce"), MPI_Allreduce(MPI_IN_PLACE, flags.data(), static_cast<int>(flags.size()), MPI_INT, MPI_LOR,
+                      MPI_COMM_WORLD)),
         "MPI_Allreduce");
 }
 
 void sum(std::vector<double>& v) {
   if (v.empty()) return;
-  check(MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_DOUBLE, MPI_SUM,
-                      MPI_COMM_WORLD),
+  check((detail::Busy("MPI_Allreduce"), MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_DOUBLE, MPI_SUM,
+                      MPI_COMM_WORLD)),
         "MPI_Allreduce");
 }
 
 void sum(std::vector<float>& v) {
   if (v.empty()) return;
-  check(MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_FLOAT, MPI_SUM,
-                      MPI_COMM_WORLD),
+  check((detail::Busy("MPI_Allreduce"), MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_FLOAT, MPI_SUM,
+                      MPI_COMM_WORLD)),
         "MPI_Allreduce");
 }
 
 std::uint64_t sum(std::uint64_t value) {
-  check(MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD),
+  check((detail::Busy("MPI_Allreduce"), MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD)),
         "MPI_Allreduce");
   return value;
 }
 
 std::string broadcast(const std::string& s) {
   unsigned long long n = s.size();
-  check(MPI_Bcast(&n, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD), "MPI_Bcast");
+  check((detail::Busy("MPI_Bcast"), MPI_Bcast(&n, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD)), "MPI_Bcast");
   std::string out = s;
   out.resize(n);
   if (n > 0)
-    check(MPI_Bcast(out.data(), static_cast<int>(n), MPI_CHAR, 0, MPI_COMM_WORLD), "MPI_Bcast");
+    check((detail::Busy("MPI_Bcast"), MPI_Bcast(out.data(), static_cast<int>(n), MPI_CHAR, 0, MPI_COMM_WORLD)), "MPI_Bcast");
   return out;
 }
 
@@ -140,8 +142,8 @@ template <class T>
 void allreduce_sum_impl(T* buf, std::size_t n, MPI_Datatype type) {
   for (std::size_t done = 0; done < n;) {
     const std::size_t m = std::min(kMaxCount, n - done);
-    check(MPI_Allreduce(MPI_IN_PLACE, detail::mpi_buffer(buf + done), static_cast<int>(m), type,
-                        MPI_SUM, MPI_COMM_WORLD),
+    check((detail::Busy("MPI_Allreduce"), MPI_Allreduce(MPI_IN_PLACE, detail::mpi_buffer(buf + done), static_cast<int>(m), type,
+                        MPI_SUM, MPI_COMM_WORLD)),
           "MPI_Allreduce");
     done += m;
   }
@@ -156,7 +158,7 @@ void broadcast_bytes(void* p, std::size_t n) {
   auto* b = static_cast<unsigned char*>(p);
   for (std::size_t done = 0; done < n;) {
     const std::size_t m = std::min(kMaxCount, n - done);
-    check(MPI_Bcast(detail::mpi_buffer(b + done), static_cast<int>(m), MPI_BYTE, 0, MPI_COMM_WORLD),
+    check((detail::Busy("MPI_Bcast"), MPI_Bcast(detail::mpi_buffer(b + done), static_cast<int>(m), MPI_BYTE, 0, MPI_COMM_WORLD)),
           "MPI_Bcast");
     done += m;
   }
@@ -199,8 +201,8 @@ void scatter_in_pieces(const std::vector<std::uint8_t>& send_on_root,
   if (rank() != 0) {
     for (std::size_t done = 0; done < mine.size();) {
       const std::size_t m = std::min(kMaxCount, mine.size() - done);
-      check(MPI_Recv(mine.data() + done, static_cast<int>(m), MPI_BYTE, 0, 0, MPI_COMM_WORLD,
-                     MPI_STATUS_IGNORE),
+      check((detail::Busy("MPI_Recv", 0), MPI_Recv(mine.data() + done, static_cast<int>(m), MPI_BYTE, 0, 0, MPI_COMM_WORLD,
+                     MPI_STATUS_IGNORE)),
             "MPI_Recv");
       done += m;
     }
@@ -211,8 +213,8 @@ void scatter_in_pieces(const std::vector<std::uint8_t>& send_on_root,
   for (int r = 1; r < p; ++r) {
     for (std::size_t done = 0; done < counts[r];) {
       const std::size_t m = std::min<std::size_t>(kMaxCount, counts[r] - done);
-      check(MPI_Send(send_on_root.data() + off + done, static_cast<int>(m), MPI_BYTE, r, 0,
-                     MPI_COMM_WORLD),
+      check((detail::Busy("MPI_Send", r), MPI_Send(send_on_root.data() + off + done, static_cast<int>(m), MPI_BYTE, r, 0,
+                     MPI_COMM_WORLD)),
             "MPI_Send");
       done += m;
     }
@@ -242,8 +244,8 @@ std::vector<std::uint8_t> scatterv_bytes(const std::vector<std::uint8_t>& send_o
     displs[r] = off;
     off += icounts[r];
   }
-  check(MPI_Scatterv(me == 0 ? send_on_root.data() : nullptr, icounts.data(), displs.data(),
-                     MPI_BYTE, mine.data(), icounts[me], MPI_BYTE, 0, MPI_COMM_WORLD),
+  check((detail::Busy("MPI_Scatterv"), MPI_Scatterv(me == 0 ? send_on_root.data() : nullptr, icounts.data(), displs.data(),
+                     MPI_BYTE, mine.data(), icounts[me], MPI_BYTE, 0, MPI_COMM_WORLD)),
         "MPI_Scatterv");
   return mine;
 }
@@ -252,7 +254,7 @@ std::vector<std::string> gather_strings(const std::string& mine) {
   const int p = size(), me = rank();
   int len = static_cast<int>(std::min(mine.size(), kMaxCount));
   std::vector<int> lens(me == 0 ? p : 0), displs(me == 0 ? p : 0);
-  check(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Gather");
+  check((detail::Busy("MPI_Gather"), MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, MPI_COMM_WORLD)), "MPI_Gather");
   std::string all;
   if (me == 0) {
     std::size_t total = 0;
@@ -262,15 +264,52 @@ std::vector<std::string> gather_strings(const std::string& mine) {
     }
     all.resize(total);
   }
-  check(MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR,
-                    0, MPI_COMM_WORLD),
+  check((detail::Busy("MPI_Gatherv"), MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR,
+                    0, MPI_COMM_WORLD)),
         "MPI_Gatherv");
   std::vector<std::string> out;
   for (int r = 0; me == 0 && r < p; ++r) out.push_back(all.substr(displs[r], lens[r]));
   return out;
 }
 
-void barrier() { check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
+void barrier() { check((detail::Busy("MPI_Barrier"), MPI_Barrier(MPI_COMM_WORLD)), "MPI_Barrier"); }
+
+// What Busy marks, read by the step timeout's thread (src/train/watchdog.cpp).
+namespace {
+std::atomic<const char*> g_call{nullptr};
+std::atomic<int> g_peer{-1};
+std::atomic<long long> g_since_ns{0};
+
+long long now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+detail::Busy::Busy(const char* call, int peer)
+    : call_(g_call.load(std::memory_order_acquire)),
+      peer_(g_peer.load(std::memory_order_relaxed)),
+      since_ns_(g_since_ns.load(std::memory_order_relaxed)) {
+  g_since_ns.store(now_ns(), std::memory_order_relaxed);
+  g_peer.store(peer, std::memory_order_relaxed);
+  g_call.store(call, std::memory_order_release);
+}
+
+detail::Busy::~Busy() {
+  g_call.store(nullptr, std::memory_order_release);
+  g_since_ns.store(since_ns_, std::memory_order_relaxed);
+  g_peer.store(peer_, std::memory_order_relaxed);
+  g_call.store(call_, std::memory_order_release);
+}
+
+Waiting waiting_in() {
+  Waiting w;
+  w.call = g_call.load(std::memory_order_acquire);
+  w.peer = g_peer.load(std::memory_order_relaxed);
+  if (w.call) w.seconds = double(now_ns() - g_since_ns.load(std::memory_order_relaxed)) * 1e-9;
+  return w;
+}
 
 void abort_job(int code) {
   MPI_Abort(MPI_COMM_WORLD, code);

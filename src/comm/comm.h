@@ -101,6 +101,15 @@ std::vector<std::uint8_t> scatterv_bytes(const std::vector<std::uint8_t>& send_o
 // Every rank's string, in rank order, on rank 0 (empty vector elsewhere).
 std::vector<std::string> gather_strings(const std::string& mine);
 void barrier();
+// The blocking MPI call this process is in right now, for the step timeout (src/train/
+// watchdog.h): call is nullptr when none; peer is the rank a point-to-point receive waits for
+// (-1 for a collective); seconds since it began. Safe to call from any thread.
+struct Waiting {
+  const char* call = nullptr;
+  int peer = -1;
+  double seconds = 0;
+};
+Waiting waiting_in();
 // Ends the whole job at once (internal fault on one rank).
 [[noreturn]] void abort_job(int code);
 

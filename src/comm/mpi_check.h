@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstdio>
 
+#include "comm/comm.h"
+
 namespace nn::comm::detail {
 
 // A failed MPI call is an internal fault: print it on this rank and abort the whole job
@@ -19,6 +21,23 @@ inline void check(int rc, const char* what) {
   std::fprintf(stderr, "internal error: %s failed: %s\n", what, msg);
   MPI_Abort(MPI_COMM_WORLD, 4);
 }
+
+// Marks this process as waiting in a blocking MPI call (comm::waiting_in, for the step
+// timeout's message) from construction to destruction. peer: the one rank it waits for, where
+// the call has one (a point-to-point receive), else -1.
+class Busy {
+ public:
+  explicit Busy(const char* call, int peer = -1);
+  ~Busy();
+  Busy(const Busy&) = delete;
+  Busy& operator=(const Busy&) = delete;
+
+ private:
+  // What was marked before, restored on destruction (calls nest: a broadcast inside scatterv).
+  const char* call_;
+  int peer_;
+  long long since_ns_;
+};
 
 // MPI counts are int: larger blocks go in pieces of at most this many elements.
 inline constexpr std::size_t kMaxCount = static_cast<std::size_t>(INT_MAX);

@@ -63,7 +63,7 @@ bool Request::test() {
 
 void Request::wait() {
   if (!impl_ || impl_->reqs.empty()) return;
-  check(MPI_Waitall(static_cast<int>(impl_->reqs.size()), impl_->reqs.data(), MPI_STATUSES_IGNORE),
+  check((detail::Busy("MPI_Waitall (of MPI_Iallreduce)"), MPI_Waitall(static_cast<int>(impl_->reqs.size()), impl_->reqs.data(), MPI_STATUSES_IGNORE)),
         "MPI_Waitall");
   impl_->reqs.clear();
 }
@@ -100,9 +100,9 @@ void ps_sum_impl(T* buf, std::size_t n) {
   const int count = static_cast<int>(n);
   constexpr int kTagUp = 71, kTagDown = 72;
   if (r != 0) {
-    check(MPI_Send(detail::mpi_buffer(buf), count, mpi_type<T>(), 0, kTagUp, MPI_COMM_WORLD),
+    check((detail::Busy("MPI_Send", 0), MPI_Send(detail::mpi_buffer(buf), count, mpi_type<T>(), 0, kTagUp, MPI_COMM_WORLD)),
           "MPI_Send");
-    check(MPI_Recv(detail::mpi_buffer(buf), count, mpi_type<T>(), 0, kTagDown, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+    check((detail::Busy("MPI_Recv", 0), MPI_Recv(detail::mpi_buffer(buf), count, mpi_type<T>(), 0, kTagDown, MPI_COMM_WORLD, MPI_STATUS_IGNORE)),
           "MPI_Recv");
     return;
   }
@@ -110,13 +110,13 @@ void ps_sum_impl(T* buf, std::size_t n) {
   // which worker happened to finish first.
   std::vector<T> incoming(n);
   for (int q = 1; q < p; ++q) {
-    check(MPI_Recv(incoming.data(), count, mpi_type<T>(), q, kTagUp, MPI_COMM_WORLD,
-                   MPI_STATUS_IGNORE),
+    check((detail::Busy("MPI_Recv", q), MPI_Recv(incoming.data(), count, mpi_type<T>(), q, kTagUp, MPI_COMM_WORLD,
+                   MPI_STATUS_IGNORE)),
           "MPI_Recv");
     for (std::size_t i = 0; i < n; ++i) buf[i] += incoming[i];
   }
   for (int q = 1; q < p; ++q)
-    check(MPI_Send(detail::mpi_buffer(buf), count, mpi_type<T>(), q, kTagDown, MPI_COMM_WORLD),
+    check((detail::Busy("MPI_Send", q), MPI_Send(detail::mpi_buffer(buf), count, mpi_type<T>(), q, kTagDown, MPI_COMM_WORLD)),
           "MPI_Send");
 }
 }  // namespace
@@ -131,7 +131,7 @@ std::vector<double> gather_to_root(const std::vector<double>& mine) {
   if (mine.size() > kMaxCount) throw std::length_error("gather_to_root: more than INT_MAX values");
   const int n = static_cast<int>(mine.size());
   std::vector<int> counts(r == 0 ? p : 0), displs(r == 0 ? p : 0);
-  check(MPI_Gather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Gather");
+  check((detail::Busy("MPI_Gather"), MPI_Gather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD)), "MPI_Gather");
   std::vector<double> all;
   if (r == 0) {
     long long total = 0;
@@ -142,8 +142,8 @@ std::vector<double> gather_to_root(const std::vector<double>& mine) {
     }
     all.resize(static_cast<std::size_t>(total));
   }
-  check(MPI_Gatherv(mine.data(), n, MPI_DOUBLE, all.data(), counts.data(), displs.data(), MPI_DOUBLE,
-                    0, MPI_COMM_WORLD),
+  check((detail::Busy("MPI_Gatherv"), MPI_Gatherv(mine.data(), n, MPI_DOUBLE, all.data(), counts.data(), displs.data(), MPI_DOUBLE,
+                    0, MPI_COMM_WORLD)),
         "MPI_Gatherv");
   return all;
 }

@@ -47,6 +47,7 @@ struct Config {
   bool mpi_device = false;            // --mpi device: device pointers to a CUDA-aware MPI
   bool graph = false;                 // replay each step's kernels as CUDA Graphs
   Device device = Device::Gpu;        // --device gpu | cpu
+  double timeout = 300;               // seconds a step may take before the job ends (0 = off; watchdog.h)
 };
 
 }  // namespace nn::train

@@ -106,6 +106,7 @@ void report_epoch(Run<T, Model>& R, const EpochStats& es) {
 // the report, and the save.
 template <class T, class Model>
 void end_epoch(Run<T, Model>& R, int e, Clock::time_point t_epoch) {
+  watch("the end of epoch " + std::to_string(e + 1) + " (sums, validation, save)", false);
   R.timer.flush();  // the epoch's last batch
   const auto st = reduced_sums(R);
   EpochStats es;

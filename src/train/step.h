@@ -19,6 +19,7 @@
 #include "train/exchange.h"
 #include "train/run_state.h"
 #include "train/stop.h"
+#include "train/watchdog.h"
 
 namespace nn::train {
 
@@ -127,6 +128,9 @@ void agree_after_step(Run<T, Model>& R, int e, std::size_t k) {
 template <class T, class Model>
 void step(Run<T, Model>& R, int e, std::size_t k) {
   NN_RANGE("batch iteration");
+  watch("step " + std::to_string(std::uint64_t(e) * R.K + k + 1) + " (epoch " + std::to_string(e + 1) + ", batch " +
+            std::to_string(k + 1) + "/" + std::to_string(R.K) + ")",
+        R.steps == 0);  // the first step of this process: the setup allowance (cuBLAS, caches)
   R.model.reset_stats();
   if (R.cfg.profile) {
     R.timer.begin(Mark::Untimed);

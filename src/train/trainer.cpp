@@ -13,6 +13,7 @@
 #include "model/cpu_model.h"
 #include "model/device_model.h"
 #include "train/finish.h"
+#include "train/watchdog.h"
 
 namespace nn::train {
 
@@ -26,6 +27,7 @@ TrainResult train_with(const Config& cfg, const HostData& data, std::FILE* out) 
   if (R.out) print_header(R.out, cfg, data, R.s);
   open_metrics(R);
   train_epochs(R);
+  unwatch();  // the verification and the report are not timed (watchdog.h)
   if (R.stop) {
     stop_run(R);
   } else {
