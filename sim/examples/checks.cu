@@ -434,7 +434,9 @@ int main() {
     EXPECT(cudaMemcpy(host.data(), d, 4096, cudaMemcpyDefault) == cudaSuccess);
     EXPECT(cudaFree(host.data()) == cudaErrorInvalidValue);
     EXPECT(cudaFree(d + 1) == cudaErrorInvalidValue);
-    EXPECT(cudaSetDevice(1) == cudaErrorInvalidDevice);
+    int ndev = 0;
+    EXPECT(cudaGetDeviceCount(&ndev) == cudaSuccess && ndev >= 1);  // SIM_DEVICES (default 1)
+    EXPECT(cudaSetDevice(ndev) == cudaErrorInvalidDevice);
     EXPECT(cudaGetLastError() == cudaErrorInvalidDevice);
     EXPECT(std::string(cudaGetErrorName(cudaErrorLaunchFailure)) == "cudaErrorLaunchFailure");
     EXPECT(cudaErrorLaunchFailure == 719 && cudaErrorIllegalAddress == 700 &&

@@ -93,29 +93,39 @@ cudaError_t cudaPeekAtLastError(void) {
   return tl_last_error;
 }
 
+// SIM_DEVICES devices (settings().devices), all the same emulator on the same host memory.
+// As in CUDA, each host thread has its own current device, 0 until it sets another.
+namespace {
+thread_local int tl_device = 0;
+bool valid_device(int device) { return device >= 0 && device < settings().devices; }
+}  // namespace
+
 cudaError_t cudaGetDeviceCount(int* count) {
   SIM_STICKY_CHECK();
   if (!count) return set_error(cudaErrorInvalidValue);
-  *count = 1;
+  *count = settings().devices;
   return cudaSuccess;
 }
 cudaError_t cudaSetDevice(int device) {
   SIM_STICKY_CHECK();
-  return device == 0 ? cudaSuccess : set_error(cudaErrorInvalidDevice);
+  if (!valid_device(device)) return set_error(cudaErrorInvalidDevice);
+  tl_device = device;
+  return cudaSuccess;
 }
 cudaError_t cudaGetDevice(int* device) {
   SIM_STICKY_CHECK();
   if (!device) return set_error(cudaErrorInvalidValue);
-  *device = 0;
+  *device = tl_device;
   return cudaSuccess;
 }
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int device) {
   SIM_STICKY_CHECK();
   if (!p) return set_error(cudaErrorInvalidValue);
-  if (device != 0) return set_error(cudaErrorInvalidDevice);
+  if (!valid_device(device)) return set_error(cudaErrorInvalidDevice);
   *p = cudaDeviceProp{};
   const int w = settings().workers;
   std::snprintf(p->name, sizeof p->name, "SIMT CPU emulator (%d workers)", w);
+  p->pciBusID = 1 + device;  // one bus per device, as on a multi-GPU node; domain and slot 0
   p->totalGlobalMem = static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) *
                       static_cast<size_t>(sysconf(_SC_PAGESIZE));
   p->sharedMemPerBlock = kDefaultSmem;
@@ -149,9 +159,9 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int device) {
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
   SIM_STICKY_CHECK();
   if (!value) return set_error(cudaErrorInvalidValue);
-  if (device != 0) return set_error(cudaErrorInvalidDevice);
+  if (!valid_device(device)) return set_error(cudaErrorInvalidDevice);
   cudaDeviceProp p;
-  cudaGetDeviceProperties(&p, 0);
+  cudaGetDeviceProperties(&p, device);
   switch (attr) {
     case cudaDevAttrMaxThreadsPerBlock: *value = p.maxThreadsPerBlock; break;
     case cudaDevAttrMaxBlockDimX: *value = p.maxThreadsDim[0]; break;
@@ -178,6 +188,9 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
     case cudaDevAttrUnifiedAddressing:
     case cudaDevAttrManagedMemory:
     case cudaDevAttrConcurrentKernels: *value = 1; break;
+    case cudaDevAttrPciBusId: *value = p.pciBusID; break;
+    case cudaDevAttrPciDeviceId: *value = p.pciDeviceID; break;
+    case cudaDevAttrPciDomainId: *value = p.pciDomainID; break;
     default: *value = 0; break;  // clock rates, bus width, L2 size: not meaningful here
   }
   return cudaSuccess;

@@ -55,6 +55,7 @@ std::string strf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 constexpr int kMaxThreads = 1024;
 constexpr size_t kDefaultSmem = 49152;   // sharedMemPerBlock
 constexpr size_t kOptinSmem = 232448;    // sharedMemPerBlockOptin (227 KiB)
+constexpr int kMaxDevices = 64;          // SIM_DEVICES at most
 
 enum ThreadState : uint8_t { kReady, kAtBarrier, kAtWarp, kExited, kFaulted };
 
@@ -203,6 +204,7 @@ struct Settings {
   unsigned long long seed = 1;
   FaultMode fault_mode = FaultMode::Abort;
   int workers = 1;
+  int devices = 1;  // SIM_DEVICES: devices the runtime presents (one host memory underneath)
   size_t stack_bytes = 256 * 1024;
 };
 Settings& settings();
@@ -219,7 +221,7 @@ struct Global {  // process-wide emulator state
   std::set<CUstream_st*> streams;
   std::set<CUevent_st*> events;
 
-  Global();  // reads SIM_ORDER, SIM_SEED, SIM_WORKERS, SIM_STACK_KB
+  Global();  // reads SIM_ORDER, SIM_SEED, SIM_WORKERS, SIM_DEVICES, SIM_STACK_KB
 };
 Global& G();
 extern thread_local cudaError_t tl_last_error;

@@ -24,6 +24,18 @@ Global::Global() {
     if (w <= 0) w = static_cast<int>(std::thread::hardware_concurrency());
     s.workers = w < 1 ? 1 : w;
   }
+  if (const char* e = std::getenv("SIM_DEVICES"); e && *e) {
+    // Devices per process, as CUDA_VISIBLE_DEVICES would show a multi-GPU node. A typo here
+    // would silently map every rank to device 0: stop instead.
+    char* end = nullptr;
+    const long k = std::strtol(e, &end, 10);
+    if (*end || k < 1 || k > kMaxDevices) {
+      std::fprintf(stderr, "sim: SIM_DEVICES=%s is not a device count 1..%d\n", e, kMaxDevices);
+      std::fflush(stderr);
+      std::_Exit(1);  // not exit(): static destructors could reach G(), still being built
+    }
+    s.devices = static_cast<int>(k);
+  }
   if (const char* e = std::getenv("SIM_STACK_KB")) {
     long kb = std::atol(e);
     s.stack_bytes = static_cast<size_t>(kb < 16 ? 16 : kb) * 1024;
@@ -174,6 +186,8 @@ std::string last_fault() {
 }
 void reset() { cudaDeviceReset(); }
 void set_workers(int n) { resize_pool(n < 1 ? 1 : n); }
+void set_devices(int k) { G().s.devices = k < 1 ? 1 : k > detail::kMaxDevices ? detail::kMaxDevices : k; }
+int devices() { return G().s.devices; }
 int workers() { return G().s.workers; }
 Stats stats() {
   Global& g = G();

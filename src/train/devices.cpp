@@ -1,15 +1,22 @@
-// Device selection (devices.h).
+// Device selection and every rank's placement (devices.h).
 #include "train/devices.h"
 
 #include <cuda_runtime.h>
+
+#include <algorithm>
+#include <map>
 
 #include "comm/comm.h"
 #include "common/check.h"
 
 namespace nn::train {
 
-std::string select_device(std::string& description, std::string& name) {
-  const int local = comm::local_rank();  // collective: called before any early return
+int device_for(int local_rank, int count) { return count > 0 ? local_rank % count : -1; }
+
+std::string select_device(RankDevice& me) {
+  me.rank = comm::rank();
+  me.host = comm::processor_name();
+  me.local_rank = comm::local_rank();  // collective: called before any early return
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess || count < 1) {
@@ -17,12 +24,118 @@ std::string select_device(std::string& description, std::string& name) {
     return std::string("no CUDA device visible") +
            (e != cudaSuccess ? std::string(" (") + cudaGetErrorString(e) + ")" : std::string());
   }
-  const int dev = local % count;
+  // The rank within the node, not the global rank: ranks 2 and 3 of a job on two nodes of
+  // two GPUs each are local ranks 0 and 1 of the second node, on its devices 0 and 1.
+  const int dev = device_for(me.local_rank, count);
   CUDA_CHECK(cudaSetDevice(dev));
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
-  description = "device " + std::to_string(dev) + " of " + std::to_string(count) + ": " + prop.name;
-  name = prop.name;
+  me.device = dev;
+  me.device_count = count;
+  me.device_name = prop.name;
+  return "";
+}
+
+RankDevice cpu_rank(const std::string& cpu_name, int threads, const std::string& threads_from) {
+  RankDevice me;
+  me.rank = comm::rank();
+  me.host = comm::processor_name();
+  me.local_rank = comm::local_rank();
+  me.device_name = cpu_name;
+  me.threads = threads;
+  me.threads_from = threads_from;
+  return me;
+}
+
+nlohmann::ordered_json rank_json(const RankDevice& d) {
+  nlohmann::ordered_json j;
+  j["rank"] = d.rank;
+  j["host"] = d.host;
+  j["local_rank"] = d.local_rank;
+  j["device"] = d.device >= 0 ? nlohmann::ordered_json(d.device) : nlohmann::ordered_json(nullptr);
+  j["device_count"] = d.device_count;
+  j["device_name"] = d.device_name;
+  if (d.device < 0) {
+    j["threads"] = d.threads;
+    j["threads_from"] = d.threads_from;
+  }
+  return j;
+}
+
+RankDevice rank_from_json(const nlohmann::json& j) {
+  RankDevice d;
+  d.rank = j.at("rank").get<int>();
+  d.host = j.at("host").get<std::string>();
+  d.local_rank = j.at("local_rank").get<int>();
+  d.device = j.at("device").is_null() ? -1 : j.at("device").get<int>();
+  d.device_count = j.at("device_count").get<int>();
+  d.device_name = j.at("device_name").get<std::string>();
+  if (d.device < 0) {
+    d.threads = j.at("threads").get<int>();
+    d.threads_from = j.at("threads_from").get<std::string>();
+  }
+  return d;
+}
+
+std::vector<RankDevice> gather_ranks(const RankDevice& mine) {
+  std::vector<RankDevice> all;
+  for (const std::string& line : comm::gather_strings(rank_json(mine).dump()))
+    all.push_back(rank_from_json(nlohmann::json::parse(line)));
+  return all;
+}
+
+namespace {
+
+// What a rank runs on beside its index, e.g. "4 devices: SIMT CPU emulator (1 workers)".
+std::string what_it_is(const RankDevice& d) {
+  if (d.device < 0)
+    return "CPU " + d.device_name + ", " + std::to_string(d.threads) + " BLAS thread" + (d.threads == 1 ? "" : "s") +
+           " each" + (d.threads_from.empty() ? "" : " (" + d.threads_from + ")");
+  return std::to_string(d.device_count) + (d.device_count == 1 ? " device: " : " devices: ") + d.device_name;
+}
+
+}  // namespace
+
+std::vector<std::string> placement_lines(const std::vector<RankDevice>& ranks) {
+  struct Node {
+    std::string ranks;
+    std::vector<std::string> what;  // distinct, in order
+  };
+  std::vector<std::string> order;  // hosts in the order of their first rank
+  std::map<std::string, Node> nodes;
+  for (const RankDevice& d : ranks) {
+    auto [it, fresh] = nodes.try_emplace(d.host);
+    if (fresh) order.push_back(d.host);
+    Node& n = it->second;
+    n.ranks += (n.ranks.empty() ? "" : " ") + std::to_string(d.rank) + "->" +
+               (d.device < 0 ? std::string("cpu") : "gpu" + std::to_string(d.device));
+    const std::string w = what_it_is(d);
+    if (std::find(n.what.begin(), n.what.end(), w) == n.what.end()) n.what.push_back(w);
+  }
+  std::vector<std::string> lines;
+  for (const std::string& h : order) {
+    std::string what;
+    for (const std::string& w : nodes[h].what) what += (what.empty() ? "" : "; ") + w;
+    lines.push_back("ranks on " + h + ": " + nodes[h].ranks + " (" + what + ")");
+  }
+  return lines;
+}
+
+std::string check_placement(const std::vector<RankDevice>& ranks) {
+  std::map<std::string, int> next_local;  // per host: the local rank its next rank must have
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    const RankDevice& d = ranks[i];
+    const std::string who = "rank " + std::to_string(d.rank) + " on " + d.host;
+    if (d.rank != int(i)) return "entry " + std::to_string(i) + " is " + who + ", expected rank " + std::to_string(i);
+    int& want = next_local[d.host];
+    if (d.local_rank != want)
+      return who + ": local rank " + std::to_string(d.local_rank) + ", expected " + std::to_string(want);
+    ++want;
+    if (d.device < 0) continue;  // --device cpu
+    if (d.device_count < 1 || d.device != device_for(d.local_rank, d.device_count))
+      return who + ": device " + std::to_string(d.device) + " of " + std::to_string(d.device_count) +
+             ", expected local rank " + std::to_string(d.local_rank) + " % " + std::to_string(d.device_count);
+  }
   return "";
 }
 

@@ -73,6 +73,7 @@ nlohmann::ordered_json performance_report(Run<T, Model>& R) {
     in.cpu = kOnHost<Model>;
     in.gemm_flops_per_s = R.gemm_flops_per_s;
     in.ranks = R.p;
+    in.rank_devices = R.s.ranks;
     in.is_double = std::is_same_v<T, double>;
     in.hidden = cfg.hidden;
     in.batch = cfg.batch;

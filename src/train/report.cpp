@@ -195,6 +195,8 @@ nlohmann::ordered_json make_report(const ReportInputs& in) {
   j["device"] = in.device;
   j["build"] = in.cpu ? "cpu" : in.emulator ? "emulator" : "cuda";
   j["ranks"] = in.ranks;
+  j["rank_devices"] = Json::array();
+  for (const RankDevice& d : in.rank_devices) j["rank_devices"].push_back(rank_json(d));
   j["precision"] = in.is_double ? "double" : "float";
   j["config"] = {{"hidden", in.hidden}, {"batch", in.batch},     {"epochs", in.epochs},
                  {"n_train", in.n_train}, {"gemm", in.gemm}, {"profile", in.profile}};

@@ -15,6 +15,8 @@
 #include <cuda_runtime.h>
 #include <nlohmann/json.hpp>
 
+#include "train/devices.h"
+
 namespace nn::train {
 
 // A phase the batch did not go through: D2H, allreduce and H2D at p = 1 (the trainer skips
@@ -80,6 +82,7 @@ struct ReportInputs {
   // --device cpu: the FLOP rate the BLAS reaches on the step's own GEMM shapes, measured in the
   // run; it replaces the measured p_flops as the roofline's compute ceiling. 0: not measured.
   int ranks = 1;
+  std::vector<RankDevice> rank_devices;  // every rank's node and device (devices.h), rank order
   bool is_double = false;  // precision of the training
   int hidden = 0;
   std::size_t batch = 0;  // global batch size B
@@ -104,6 +107,9 @@ double batch_flops(std::size_t B, int H, int D, int C);
 double gradient_bytes(int H, int D, int C, std::size_t real_size);
 
 // The report; every quotient whose divisor is zero, missing or not finite is null.
+//   ranks: the number of ranks; rank_devices: one entry per rank, in rank order (rank_json in
+//     devices.h: rank, host, local_rank, device, device_count, device_name), so a multi-node
+//     run shows that each rank's device is its node-local rank modulo the node's devices.
 //   phases.<name>: total_s, median_s (null when count is 0), count, for forward, backward,
 //     d2h, allreduce, h2d, step, batch and forward_backward (the per-batch sum, which
 //     p_flops uses; do not stack it with forward and backward).

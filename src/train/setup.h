@@ -76,7 +76,7 @@ struct Setup {
   RootPlan rp;  // sizes and init on every rank; metrics open on rank 0 only
   ShardPlan plan;
   std::vector<T> init;               // static_cast of rp.init, as the reference converts
-  std::vector<std::string> devices;  // rank 0: one line per rank
+  std::vector<RankDevice> ranks;     // rank 0: every rank's node and device, in rank order
   std::string device_name;           // this rank's cudaDeviceProp::name (or CPU name), for --report
   int threads = 0;                   // --device cpu: this rank's BLAS threads
   int b_max = 0;                     // this rank's largest batch part
@@ -88,30 +88,28 @@ struct Setup {
   std::unique_ptr<Model> eval_model;
 };
 
-// This rank's compute device, described for the header: the node's cores shared among its
-// ranks (or what the environment says) for OpenBLAS, or a GPU per rank (a rank without one
-// stops everybody with one message). Collective.
+// This rank's compute device and where it runs (devices.h): the node's cores shared among
+// its ranks (or what the environment says) for OpenBLAS, or a GPU per rank, the node-local
+// rank modulo the node's GPUs (a rank without one stops everybody with one message). Collective.
 template <class T, class Model>
-std::string choose_device(const Config& cfg, Setup<T, Model>& s) {
-  std::string dev_desc;
+RankDevice choose_device(const Config& cfg, Setup<T, Model>& s) {
+  RankDevice me;
   if constexpr (kOnHost<Model>) {
-    // The node's cores shared among its ranks (or what the environment says), for OpenBLAS.
     const CpuThreads th = cpu_threads_for(comm::local_size());
     set_blas_threads(th.threads);
     s.threads = th.threads;
     s.device_name = cpu_name();
-    dev_desc = "CPU " + s.device_name + ", " + std::to_string(th.threads) + " BLAS thread" +
-               (th.threads == 1 ? "" : "s") + " (" + th.source + ")";
+    me = cpu_rank(s.device_name, th.threads, th.source);
   } else {
-    // A GPU per rank (a rank without one stops everybody with one message).
-    all_ranks_ok(select_device(dev_desc, s.device_name));
+    all_ranks_ok(select_device(me));
+    s.device_name = me.device_name;
     all_ranks_ok(simulator_limits(s.device_name, cfg));
     if (cfg.mpi_device) {
       const std::string why = comm::device_pointer_support();
       all_ranks_ok(why.empty() ? "" : "--mpi device: " + why);
     }
   }
-  return dev_desc;
+  return me;
 }
 
 template <class T, class Model>
@@ -129,8 +127,7 @@ Setup<T, Model> setup(const Config& cfg, const HostData& data) {
   const bool mp = cfg.strategy == Strategy::Model;
   s.plan = make_plan(sz.n_fit, cfg.batch, mp ? 1 : p, cfg.seed, cfg.shuffle);
 
-  const std::string dev_desc = choose_device(cfg, s);
-  s.devices = comm::gather_strings("rank " + std::to_string(r) + " on " + comm::processor_name() + ", " + dev_desc);
+  s.ranks = gather_ranks(choose_device(cfg, s));
 
   auto shard = scatter_shards<typename Model::Images>(s.plan, data, mp);
 
@@ -207,7 +204,7 @@ void print_header(std::FILE* out, const Config& cfg, const HostData& data, const
                                              : "no overlap",
                kOnHost<Model> ? "host (in place)" : cfg.mpi_device ? "device" : "pinned host",
                cfg.graph ? ", CUDA Graphs" : "");
-  for (const auto& d : s.devices) std::fprintf(out, "  %s\n", d.c_str());
+  for (const std::string& line : placement_lines(s.ranks)) std::fprintf(out, "%s\n", line.c_str());
   std::fflush(out);
 }
 

@@ -7,6 +7,8 @@
 #   tests/cli/hung_rank.sh  SIGSTOP of one rank mid-training (2 and 3 ranks, both devices, the
 #                           ps strategy once): --timeout 5 ends the job with exit code 6 within
 #                           10 s, the timeout line from a live rank, none from the stopped one
+#   tests/cli/device_map.sh  SIM_DEVICES=k: each rank's device is its node-local rank mod k,
+#                           in the header and the --report JSON; bad SIM_DEVICES refused
 #   tests/cli/resume_signal.sh  SIGUSR1 to mpirun mid-training, --resume until exit 0: the
 #                           --save file is byte-identical to an uninterrupted run's (issue 15)
 # Uses the Makefile's CPU_TRAIN, MPI_ENV, MPIRUN, MPIRUN_FLAGS. About 2 minutes on a
@@ -16,9 +18,9 @@ CLI_DATA ?= data/current
 
 .PHONY: test-cli
 test-cli: cpu data
-	@echo "== $(CLI_TEST_DIR)/bad_input.sh, kill_rank.sh, hung_rank.sh, resume_signal.sh: nn_train on bad input (1 and 3 ranks), a rank killed or stalled mid-training, stopped by SIGUSR1 and resumed =="
+	@echo "== $(CLI_TEST_DIR)/bad_input.sh, kill_rank.sh, hung_rank.sh, device_map.sh, resume_signal.sh: nn_train on bad input (1 and 3 ranks), a rank killed or stalled mid-training, stopped by SIGUSR1 and resumed =="
 	@out=$$(mktemp); passed=0; failed=0; \
-	for script in bad_input kill_rank hung_rank resume_signal; do \
+	for script in bad_input kill_rank hung_rank device_map resume_signal; do \
 	  if [ $$script != bad_input ]; then extra="$(CLI_DATA)"; else extra=; fi; \
 	  $(MPI_ENV) $(if $(filter 1,$(SANITIZE)),$(SAN_ENV)0) SIM_WORKERS=$${SIM_WORKERS:-1} \
 	    MPIRUN="$(MPIRUN)" MPIRUN_FLAGS="$(MPIRUN_FLAGS)" \

@@ -37,6 +37,14 @@ void* device_view(const void* p);
 void set_workers(int n);  // resize the worker pool at run time (tests)
 int workers();
 
+// Devices: cudaGetDeviceCount answers SIM_DEVICES (default 1, 1..64), a multi-GPU node in one
+// process. Every device is the same emulator on the same host memory (a pointer from one works
+// on all); cudaSetDevice only selects which one a host thread's queries name. set_devices
+// overrides SIM_DEVICES at run time (tests; clamped to 1..64; a thread's current device is
+// kept, so call cudaSetDevice afterwards).
+void set_devices(int k);
+int devices();
+
 struct Stats {
   unsigned long long launches, blocks, threads, barriers, fiber_switches;
 };
