@@ -341,6 +341,7 @@ include tests/fuzz/fuzz.mk
 include tests/cli/cli.mk
 include tests/gpgpusim/gpgpusim.mk
 include bench/scaling.mk
+include tests/multinode/multinode.mk
 
 clean:
 	rm -rf $(BUILD)
@@ -358,6 +359,7 @@ help:
 	@echo "make test-build  sizes of src/ files and functions, Markdown links, GEMM registry agreement, the dependency graph, simultaneous launches"
 	@echo "make test-cli    bad input (every corrupt IDX class, bad options, bad checkpoints) and a killed rank, end to end"
 	@echo "make test-slurm  a local one-node Slurm cluster (root): submit slurm/*.sbatch, check COMPLETED"
+	@echo "make test-multinode  2 simulated nodes (root; namespaces): mpirun and sbatch -N 2, device mapping, node faults, hung rank"
 	@echo "make sanitize-gpu  compute-sanitizer memcheck/racecheck/synccheck on the CUDA tests (GPU only)"
 	@echo "make gpgpusim      build GPGPU-Sim (pinned commit + tests/gpgpusim/gpgpu-sim.patch), cached in ~/.cache/nn-gpgpusim"
 	@echo "make test-gpgpusim the CUDA build (nvcc's code) on GPGPU-Sim: kernel tests, nn_train at 2 ranks (root in CI)"

@@ -56,11 +56,13 @@ tag=""
 # Our trainer's processes of this case: the exe is ours and the environment holds the case's
 # tag (passed to every rank with mpirun -x, so this also finds ranks on simulated nodes).
 ranks_of_case() {
-  local f p
+  local f p env
   for f in /proc/[0-9]*/environ; do
     p=${f#/proc/}; p=${p%/environ}
     [ "$(readlink "/proc/$p/exe" 2>/dev/null)" = "$train_real" ] || continue
-    tr '\0' '\n' <"$f" 2>/dev/null | grep -qx "NN_HUNG_TAG=$tag" && echo "$p"
+    # (read whole first: with pipefail, grep -q quitting early could fail tr with SIGPIPE)
+    env=$(tr '\0' '\n' <"$f" 2>/dev/null) || continue
+    grep -qx "NN_HUNG_TAG=$tag" <<<"$env" && echo "$p"
   done
 }
 rank_of() { tr '\0' '\n' <"/proc/$1/environ" 2>/dev/null | sed -n 's/^OMPI_COMM_WORLD_RANK=//p'; }

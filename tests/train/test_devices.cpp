@@ -216,7 +216,8 @@ std::string slurp(const std::string& path) {
 }
 
 // Rank 0's header and report of a tiny training, checked against this job (rank 0).
-bool check_run(const std::string& header, const std::string& report, int k, bool cpu) {
+bool check_run(const std::string& header, const std::string& report, int k, bool cpu,
+               const std::vector<std::string>& hosts) {
   const int p = comm::size();
   const json r = json::parse(report);
   EXPECT_EQ(r["ranks"], p);
@@ -226,7 +227,9 @@ bool check_run(const std::string& header, const std::string& report, int k, bool
   for (const json& e : rd) all.push_back(rank_from_json(e));
   EXPECT_EQ(check_placement(all), "");
   for (const RankDevice& d : all) {
-    EXPECT_EQ(d.host, comm::processor_name());  // one node
+    if (d.rank >= 0 && d.rank < int(hosts.size())) {
+      EXPECT_EQ(d.host, hosts[std::size_t(d.rank)]);
+    }
     EXPECT_EQ(d.device, cpu ? -1 : d.local_rank % k);
     EXPECT_EQ(d.device_count, cpu ? 0 : k);
   }
@@ -255,7 +258,9 @@ TEST(Devices, HeaderAndReportOfATrainingListEveryRank) {
     (void)train_on<nn_real>(c, random_data(40, 8), out);
     if (out) std::fclose(out);
     bool ok = true;
-    if (comm::rank() == 0) ok = check_run(slurp(head_path), slurp(c.report), visible_devices(), k == 0);
+    // Every rank's own host name, gathered independently of the trainer (rank order on rank 0).
+    const std::vector<std::string> hosts = comm::gather_strings(comm::processor_name());
+    if (comm::rank() == 0) ok = check_run(slurp(head_path), slurp(c.report), visible_devices(), k == 0, hosts);
     EXPECT_TRUE(comm::all_ok(ok)) << "k=" << k;
   }
 }

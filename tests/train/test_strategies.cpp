@@ -271,14 +271,16 @@ namespace {
 // Issue 8: a diverging run stops at its first non-finite step, names it, and leaves the
 // checkpoint of an earlier good run untouched.
 TEST(Faults, NonFiniteLossStopsTrainingAndKeepsTheLastGoodCheckpoint) {
-  // Rank 0 names the file (the ranks' pids say nothing about each other).
+  // Rank 0 names the file (the ranks' pids say nothing about each other); only rank 0 reads
+  // it, as the trainer does: on a cluster /tmp is node-local (make test-multinode).
   const std::string path = comm::broadcast(testing::TempDir() + "nn_diverge_" + std::to_string(::getpid()) + ".ck");
   const HostData d = make_data(60, 20);
   Config good = small_config(6, 7, 1);
   good.verify = false;
   good.save = path;
   const auto ok = train_on<float>(good, d, nullptr);
-  const Checkpoint before = load_checkpoint(path);
+  const bool root = comm::rank() == 0;
+  const Checkpoint before = root ? load_checkpoint(path) : Checkpoint{};
   for (Strategy st : kAll) {
     SCOPED_TRACE(strategy_name(st));
     Config bad = good;
@@ -293,8 +295,9 @@ TEST(Faults, NonFiniteLossStopsTrainingAndKeepsTheLastGoodCheckpoint) {
       EXPECT_NE(m.find("non-finite loss at "), std::string::npos) << m;
       EXPECT_NE(m.find("epoch "), std::string::npos) << m;
       comm::barrier();
-      const Checkpoint after = load_checkpoint(path);
-      if (m.find("nothing was saved to " + path) != std::string::npos) {
+      const Checkpoint after = root ? load_checkpoint(path) : Checkpoint{};
+      if (!root) {
+      } else if (m.find("nothing was saved to " + path) != std::string::npos) {
         EXPECT_EQ(after.W1, before.W1);  // the good run's weights, untouched
         EXPECT_EQ(after.b2, before.b2);
       } else {
@@ -308,7 +311,9 @@ TEST(Faults, NonFiniteLossStopsTrainingAndKeepsTheLastGoodCheckpoint) {
     if (comm::rank() == 0) save_checkpoint(path, before);
     comm::barrier();
   }
-  EXPECT_EQ(before.W1, ok.params.W1);
+  if (root) {
+    EXPECT_EQ(before.W1, ok.params.W1);
+  }
   comm::barrier();
   if (comm::rank() == 0) std::remove(path.c_str());
 }
