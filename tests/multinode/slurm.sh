@@ -199,10 +199,18 @@ for n in $nodes; do
   # /tmp/spmix_appdir_<uid>_<job>.<step> on every node of a step, and on one shared /tmp
   # the second node fails with 'pmixp_mkdir: ... Cannot create directory
   # "/tmp/spmix_appdir_0_1.0": File exists (17)' and the step with it.
-  mkdir -p "$RUN/tmp-$n" && chmod 1777 "$RUN/tmp-$n"
+  # A repository under /tmp (a fresh clone in /tmp, as CI makes) stays visible: the host's
+  # /tmp is bound aside first and the repository bound back into the node's /tmp.
+  mkdir -p "$RUN/tmp-$n" "$RUN/hosttmp-$n" && chmod 1777 "$RUN/tmp-$n"
+  in_tmp=
+  case $PWD/ in /tmp/?*) in_tmp=${PWD#/tmp/} ;; esac
   # shellcheck disable=SC2016  # expanded by that sh
-  nnsim_exec "$n" unshare --mount --propagation slave \
-    sh -c 'mount --bind "$1" /tmp && exec slurmd -D -N "$2" -f "$3"' sh "$RUN/tmp-$n" "$n" "$CONF" \
+  nnsim_exec "$n" unshare --mount --propagation slave sh -c '
+    set -e
+    [ -z "$4" ] || mount --bind /tmp "$5"
+    mount --bind "$1" /tmp
+    if [ -n "$4" ]; then mkdir -p "/tmp/$4" && mount --bind "$5/$4" "/tmp/$4"; fi
+    exec slurmd -D -N "$2" -f "$3"' sh "$RUN/tmp-$n" "$n" "$CONF" "$in_tmp" "$RUN/hosttmp-$n" \
     >>"$OUT/logs/slurmd-$n.stdout" 2>&1 &
   pids+=($!)
 done
