@@ -195,7 +195,7 @@ for c in "${cases[@]}"; do
     for p in "${problems[@]}"; do echo "       - $p"; done
   fi
   echo "       mpirun's output after the training lines:"
-  grep -Ev '^[[:space:]]*epoch[[:space:]]|^(nn_train|data|config|MPI ranks):|^  rank [0-9]+ on ' "$log" |
+  grep -Ev '^[[:space:]]*epoch[[:space:]]|^(nn_train|data|config|MPI ranks):|^  rank [0-9]+ on |^ranks on ' "$log" |
     sed -n '1,30s/^/       | /p'
   unset exit_secs rc at
 done

@@ -87,7 +87,7 @@ for gemm in 4 2; do
   rc=$?
   if [ $rc -eq 0 ] && grep -q '^verify: .* ok$' "$out/train$gemm.txt" &&
      grep -q '^test precision: ' "$out/train$gemm.txt" &&
-     [ "$(grep -c 'GPGPU-Sim' "$out/train$gemm.txt")" -ge 2 ]; then
+     grep -Eq '^ranks on [^:]+: 0->gpu[0-9]+ 1->gpu[0-9]+ \(.*GPGPU-Sim' "$out/train$gemm.txt"; then
     ok "mpirun -np 2 run.sh nn_train --gemm $gemm --verify: $(grep '^verify:' "$out/train$gemm.txt" | cut -c9-60)... $(grep '^test precision:' "$out/train$gemm.txt") ($((SECONDS - start)) s)"
   else
     bad "mpirun -np 2 run.sh nn_train --gemm $gemm --verify (exit $rc):"; tail -n 15 "$out/train$gemm.txt" | sed 's/^/    /'
