@@ -49,6 +49,7 @@ int main(int argc, char** argv) {
   const char* what = argc > 1 ? argv[1] : "ok";
   float* d;
   cudaMalloc(&d, 100 * sizeof(float));
+  cudaMemset(d, 0, 100 * sizeof(float));  // kernels read it (initcheck)
   if (!std::strcmp(what, "divergence")) {
     early_return<<<1, 128>>>(d, 100);
   } else if (!std::strcmp(what, "hostptr")) {

@@ -1,16 +1,33 @@
 // The CUDA runtime API apart from memory: error strings, device queries, device
-// reset, streams and events (lazy-mode queues: lazy.cpp), function attributes.
+// reset, streams and events (lazy-mode queues: lazy.cpp), function attributes; the refusal
+// messages of abort mode (refuse, launch_refused) and the launch configuration check.
 // Tested by tests/sim and sim/examples/checks.cu.
 #include <unistd.h>
+#include <cstdarg>
 #include <cstdio>
 #include <limits>
 #include "internal.h"
 
 namespace sim::detail {
+// A call the emulator refuses: sets e as the calling thread's last error (not sticky) and, in
+// abort mode only, prints one line to stderr, "sim: <call> returned <error name>: <why>"; the
+// program goes on. Record mode stays silent (tests provoke these errors on purpose). Returns e.
+cudaError_t refuse(cudaError_t e, const char* call, const char* why_fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 namespace {
 bool event_valid(cudaEvent_t e) {
   std::lock_guard<std::mutex> lk(G().m);
   return e && G().events.count(e) != 0;
+}
+cudaError_t refuse_stream(const char* call, cudaStream_t s) {
+  return refuse(cudaErrorInvalidResourceHandle, call,
+                "stream %p is not a live stream (destroyed, or never created)", static_cast<void*>(s));
+}
+cudaError_t refuse_event(const char* call, cudaEvent_t e) {
+  return refuse(cudaErrorInvalidResourceHandle, call,
+                e ? "event %p is not a live event (destroyed, or never created)" : "event %p is NULL",
+                static_cast<void*>(e));
 }
 struct ErrorInfo {
   cudaError_t e;
@@ -68,7 +85,65 @@ const ErrorInfo* error_info(cudaError_t e) {
 }
 #define SIM_STICKY_CHECK() \
   if (const cudaError_t e_ = sticky_error()) return set_error(e_)
+
+std::string vstrf(const char* fmt, va_list ap) {
+  char buf[512];
+  va_list copy;
+  va_copy(copy, ap);
+  const int n = std::vsnprintf(buf, sizeof buf, fmt, copy);
+  va_end(copy);
+  if (n < static_cast<int>(sizeof buf)) return std::string(buf, n < 0 ? 0 : n);
+  std::string out(static_cast<size_t>(n) + 1, '\0');
+  std::vsnprintf(out.data(), out.size(), fmt, ap);
+  out.resize(static_cast<size_t>(n));
+  return out;
+}
 }  // namespace
+
+cudaError_t refuse(cudaError_t e, const char* call, const char* why_fmt, ...) {
+  if (settings().fault_mode == FaultMode::Abort) {
+    va_list ap;
+    va_start(ap, why_fmt);
+    const std::string why = vstrf(why_fmt, ap);
+    va_end(ap);
+    std::fprintf(stderr, "sim: %s returned %s: %s\n", call, cudaGetErrorName(e), why.c_str());
+  }
+  return set_error(e);
+}
+
+void launch_refused(const LaunchParams& p, cudaError_t e, const char* why_fmt, ...) {
+  if (settings().fault_mode == FaultMode::Abort) {
+    va_list ap;
+    va_start(ap, why_fmt);
+    const std::string why = vstrf(why_fmt, ap);
+    va_end(ap);
+    std::fprintf(stderr, "sim: launch of kernel '%s' at %s:%d refused (%s): %s\n", p.name, p.file,
+                 p.line, cudaGetErrorName(e), why.c_str());
+  }
+  set_error(e);
+}
+
+// CUDA's limits: at most 1024 threads per block, block dimensions up to {1024, 1024, 64},
+// grid dimensions up to {2^31 - 1, 65535, 65535}, none of them 0.
+bool launch_config_ok(const LaunchParams& p) {
+  const dim3 b = p.block, g = p.grid;
+  const unsigned long long threads = static_cast<unsigned long long>(b.x) * b.y * b.z;
+  const cudaError_t e = cudaErrorInvalidConfiguration;
+  if (b.x == 0 || b.y == 0 || b.z == 0)
+    launch_refused(p, e, "block (%ux%ux%u) has a zero dimension", b.x, b.y, b.z);
+  else if (threads > kMaxThreads)
+    launch_refused(p, e, "%llu threads per block, over the limit of %d", threads, kMaxThreads);
+  else if (b.x > 1024 || b.y > 1024 || b.z > 64)
+    launch_refused(p, e, "block (%ux%ux%u) is over the limits of 1024x1024x64", b.x, b.y, b.z);
+  else if (g.x == 0 || g.y == 0 || g.z == 0)
+    launch_refused(p, e, "grid (%ux%ux%u) has a zero dimension", g.x, g.y, g.z);
+  else if (g.x > 2147483647u || g.y > 65535 || g.z > 65535)
+    launch_refused(p, e, "grid (%ux%ux%u) is over the limits of 2147483647x65535x65535", g.x, g.y,
+                   g.z);
+  else
+    return true;
+  return false;
+}
 }  // namespace sim::detail
 
 using namespace sim::detail;
@@ -98,30 +173,35 @@ cudaError_t cudaPeekAtLastError(void) {
 namespace {
 thread_local int tl_device = 0;
 bool valid_device(int device) { return device >= 0 && device < settings().devices; }
+cudaError_t refuse_device(const char* call, int device) {
+  const int n = settings().devices;
+  return refuse(cudaErrorInvalidDevice, call, "device %d does not exist (%d device%s: 0..%d; SIM_DEVICES)",
+                device, n, n == 1 ? "" : "s", n - 1);
+}
 }  // namespace
 
 cudaError_t cudaGetDeviceCount(int* count) {
   SIM_STICKY_CHECK();
-  if (!count) return set_error(cudaErrorInvalidValue);
+  if (!count) return refuse(cudaErrorInvalidValue, "cudaGetDeviceCount", "count is NULL");
   *count = settings().devices;
   return cudaSuccess;
 }
 cudaError_t cudaSetDevice(int device) {
   SIM_STICKY_CHECK();
-  if (!valid_device(device)) return set_error(cudaErrorInvalidDevice);
+  if (!valid_device(device)) return refuse_device("cudaSetDevice", device);
   tl_device = device;
   return cudaSuccess;
 }
 cudaError_t cudaGetDevice(int* device) {
   SIM_STICKY_CHECK();
-  if (!device) return set_error(cudaErrorInvalidValue);
+  if (!device) return refuse(cudaErrorInvalidValue, "cudaGetDevice", "device is NULL");
   *device = tl_device;
   return cudaSuccess;
 }
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int device) {
   SIM_STICKY_CHECK();
-  if (!p) return set_error(cudaErrorInvalidValue);
-  if (!valid_device(device)) return set_error(cudaErrorInvalidDevice);
+  if (!p) return refuse(cudaErrorInvalidValue, "cudaGetDeviceProperties", "prop is NULL");
+  if (!valid_device(device)) return refuse_device("cudaGetDeviceProperties", device);
   *p = cudaDeviceProp{};
   const int w = settings().workers;
   std::snprintf(p->name, sizeof p->name, "SIMT CPU emulator (%d workers)", w);
@@ -158,8 +238,8 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int device) {
 }
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
   SIM_STICKY_CHECK();
-  if (!value) return set_error(cudaErrorInvalidValue);
-  if (!valid_device(device)) return set_error(cudaErrorInvalidDevice);
+  if (!value) return refuse(cudaErrorInvalidValue, "cudaDeviceGetAttribute", "value is NULL");
+  if (!valid_device(device)) return refuse_device("cudaDeviceGetAttribute", device);
   cudaDeviceProp p;
   cudaGetDeviceProperties(&p, device);
   switch (attr) {
@@ -227,7 +307,7 @@ cudaError_t cudaDeviceSetLimit(cudaLimit limit, size_t value) {
 }
 cudaError_t cudaDeviceGetLimit(size_t* value, cudaLimit limit) {
   SIM_STICKY_CHECK();
-  if (!value) return set_error(cudaErrorInvalidValue);
+  if (!value) return refuse(cudaErrorInvalidValue, "cudaDeviceGetLimit", "value is NULL");
   std::lock_guard<std::mutex> lk(G().m);
   auto it = G().limits.find(limit);
   *value = it != G().limits.end() ? it->second : limit == cudaLimitStackSize ? 1024 : 1u << 20;
@@ -238,19 +318,19 @@ cudaError_t cudaDeviceSetCacheConfig(cudaFuncCache) {
   return cudaSuccess;
 }
 cudaError_t cudaRuntimeGetVersion(int* v) {
-  if (!v) return set_error(cudaErrorInvalidValue);
+  if (!v) return refuse(cudaErrorInvalidValue, "cudaRuntimeGetVersion", "runtimeVersion is NULL");
   *v = 13000;
   return cudaSuccess;
 }
 cudaError_t cudaDriverGetVersion(int* v) {
-  if (!v) return set_error(cudaErrorInvalidValue);
+  if (!v) return refuse(cudaErrorInvalidValue, "cudaDriverGetVersion", "driverVersion is NULL");
   *v = 13000;
   return cudaSuccess;
 }
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int flags) {
   SIM_STICKY_CHECK();
-  if (!s) return set_error(cudaErrorInvalidValue);
+  if (!s) return refuse(cudaErrorInvalidValue, "cudaStreamCreate", "pStream is NULL");
   *s = new CUstream_st{flags};
   std::lock_guard<std::mutex> lk(G().m);
   G().streams.insert(*s);
@@ -261,15 +341,19 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
   SIM_STICKY_CHECK();
   // As on a GPU, work already queued on the stream still runs (lazy mode: now).
   if (is_created_stream(s) && stream_valid(s)) lazy_forget_stream(s);
-  std::lock_guard<std::mutex> lk(G().m);
-  if (!G().streams.erase(s)) return set_error(cudaErrorInvalidResourceHandle);
-  delete s;
-  return cudaSuccess;
+  {
+    std::lock_guard<std::mutex> lk(G().m);
+    if (G().streams.erase(s)) {
+      delete s;
+      return cudaSuccess;
+    }
+  }
+  return refuse_stream("cudaStreamDestroy", s);
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
   SIM_STICKY_CHECK();
   if (const cudaError_t e = capture_forbids(s)) return e;
-  return stream_valid(s) ? cudaSuccess : set_error(cudaErrorInvalidResourceHandle);
+  return stream_valid(s) ? cudaSuccess : refuse_stream("cudaStreamSynchronize", s);
 }
 // Queries in the lazy mode: with work still pending the answer is cudaErrorNotReady, and the
 // device then takes one step (runs one queued item), as a GPU progresses between two polls; a
@@ -279,7 +363,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s) {
 cudaError_t cudaStreamQuery(cudaStream_t s) {
   SIM_STICKY_CHECK();
   if (const cudaError_t e = capture_check(s)) return e;
-  if (!stream_valid(s)) return set_error(cudaErrorInvalidResourceHandle);
+  if (!stream_valid(s)) return refuse_stream("cudaStreamQuery", s);
   // The legacy and per-thread streams run their work at the call: never pending.
   if (lazy_streams() && !in_replay() && is_created_stream(s) &&
       lazy_step(s, std::numeric_limits<unsigned long long>::max())) {
@@ -290,7 +374,8 @@ cudaError_t cudaStreamQuery(cudaStream_t s) {
 }
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int) {
   SIM_STICKY_CHECK();
-  if (!stream_valid(s) || !event_valid(e)) return set_error(cudaErrorInvalidResourceHandle);
+  if (!stream_valid(s)) return refuse_stream("cudaStreamWaitEvent", s);
+  if (!event_valid(e)) return refuse_event("cudaStreamWaitEvent", e);
   // Synchronous work has nothing to order: in a capture a wait is no node at all. In the
   // lazy mode the wait is a node of s that first runs the event's stream up to the record.
   if (lazy_streams() && !in_replay() && e->lazy_stream) {
@@ -308,7 +393,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int) {
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int flags) {
   SIM_STICKY_CHECK();
-  if (!e) return set_error(cudaErrorInvalidValue);
+  if (!e) return refuse(cudaErrorInvalidValue, "cudaEventCreate", "event is NULL");
   *e = new CUevent_st{flags, false, {}};
   std::lock_guard<std::mutex> lk(G().m);
   G().events.insert(*e);
@@ -317,7 +402,8 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int flags) {
 cudaError_t cudaEventCreate(cudaEvent_t* e) { return cudaEventCreateWithFlags(e, 0); }
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
   SIM_STICKY_CHECK();
-  if (!event_valid(e) || !stream_valid(s)) return set_error(cudaErrorInvalidResourceHandle);
+  if (!event_valid(e)) return refuse_event("cudaEventRecord", e);
+  if (!stream_valid(s)) return refuse_stream("cudaEventRecord", s);
   // On a capturing stream the record becomes a node: the time is taken at replay.
   switch (capture_node(s, [e] {
     e->recorded = true;
@@ -339,7 +425,7 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
   SIM_STICKY_CHECK();
   if (const cudaError_t c = capture_check()) return c;
-  if (!event_valid(e)) return set_error(cudaErrorInvalidResourceHandle);
+  if (!event_valid(e)) return refuse_event("cudaEventSynchronize", e);
   if (lazy_streams() && !in_replay()) {
     if (e->in_graph)
       lazy_drain_all();  // recorded by a graph node: its queue position is unknown
@@ -351,7 +437,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e) {
 cudaError_t cudaEventQuery(cudaEvent_t e) {
   SIM_STICKY_CHECK();
   if (const cudaError_t c = capture_check()) return c;
-  if (!event_valid(e)) return set_error(cudaErrorInvalidResourceHandle);
+  if (!event_valid(e)) return refuse_event("cudaEventQuery", e);
   if (lazy_streams() && !in_replay()) {
     // Recorded by a graph node: its queue position is unknown, so any pending work counts.
     const bool pending = e->in_graph       ? lazy_step_any()
@@ -366,10 +452,16 @@ cudaError_t cudaEventQuery(cudaEvent_t e) {
 }
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) {
   SIM_STICKY_CHECK();
-  if (!ms) return set_error(cudaErrorInvalidValue);
-  if (!event_valid(a) || !event_valid(b) || !a->recorded || !b->recorded ||
-      ((a->flags | b->flags) & cudaEventDisableTiming))
-    return set_error(cudaErrorInvalidResourceHandle);
+  if (!ms) return refuse(cudaErrorInvalidValue, "cudaEventElapsedTime", "ms is NULL");
+  if (!event_valid(a)) return refuse_event("cudaEventElapsedTime", a);
+  if (!event_valid(b)) return refuse_event("cudaEventElapsedTime", b);
+  if (!a->recorded || !b->recorded)
+    return refuse(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime",
+                  "event %p has not been recorded", static_cast<void*>(a->recorded ? b : a));
+  if ((a->flags | b->flags) & cudaEventDisableTiming)
+    return refuse(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime",
+                  "event %p was created with cudaEventDisableTiming",
+                  static_cast<void*>(a->flags & cudaEventDisableTiming ? a : b));
   *ms = std::chrono::duration<float, std::milli>(b->t - a->t).count();
   return cudaSuccess;
 }
@@ -378,31 +470,53 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
   // CUDA allows destroying an event whose record has not happened yet; the queued record
   // node writes to the event, so in the lazy mode it runs first.
   if (lazy_streams() && event_valid(e) && e->lazy_stream) lazy_drain(e->lazy_stream, e->lazy_seq);
-  std::lock_guard<std::mutex> lk(G().m);
-  if (!G().events.erase(e)) return set_error(cudaErrorInvalidResourceHandle);
-  delete e;
-  return cudaSuccess;
+  {
+    std::lock_guard<std::mutex> lk(G().m);
+    if (G().events.erase(e)) {
+      delete e;
+      return cudaSuccess;
+    }
+  }
+  return refuse_event("cudaEventDestroy", e);
 }
+
+namespace {
+// cudaFuncAttributes::maxThreadsPerBlock: the kernel's __launch_bounds__ when known (strict.h:
+// registered before main for non-template kernels, at the first run for template
+// instantiations), else the device's 1024.
+int max_threads_of(const void* func) {
+  const long long bound = registered_max_threads(func);
+  return bound > 0 && bound < kMaxThreads ? static_cast<int>(bound) : kMaxThreads;
+}
+}  // namespace
 
 cudaError_t sim_cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int value) {
   SIM_STICKY_CHECK();
-  if (!func) return set_error(cudaErrorInvalidDeviceFunction);
+  if (!func) return refuse(cudaErrorInvalidDeviceFunction, "cudaFuncSetAttribute", "func is NULL");
   if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize) {
-    if (value < 0 || static_cast<size_t>(value) > kOptinSmem) return set_error(cudaErrorInvalidValue);
+    if (value < 0 || static_cast<size_t>(value) > kOptinSmem)
+      return refuse(cudaErrorInvalidValue, "cudaFuncSetAttribute",
+                    "cudaFuncAttributeMaxDynamicSharedMemorySize = %d is not in 0..%zu", value,
+                    kOptinSmem);
     std::lock_guard<std::mutex> lk(G().m);
     G().dyn_limits[func] = value;
     return cudaSuccess;
   }
   if (attr == cudaFuncAttributePreferredSharedMemoryCarveout)
-    return (value >= -1 && value <= 100) ? cudaSuccess : set_error(cudaErrorInvalidValue);
-  return set_error(cudaErrorInvalidValue);
+    return (value >= -1 && value <= 100)
+               ? cudaSuccess
+               : refuse(cudaErrorInvalidValue, "cudaFuncSetAttribute",
+                        "cudaFuncAttributePreferredSharedMemoryCarveout = %d is not in -1..100",
+                        value);
+  return refuse(cudaErrorInvalidValue, "cudaFuncSetAttribute",
+                "attribute %d is not one the emulator knows", static_cast<int>(attr));
 }
 cudaError_t sim_cudaFuncGetAttributes(cudaFuncAttributes* a, const void* func) {
   SIM_STICKY_CHECK();
-  if (!a) return set_error(cudaErrorInvalidValue);
-  if (!func) return set_error(cudaErrorInvalidDeviceFunction);
+  if (!a) return refuse(cudaErrorInvalidValue, "cudaFuncGetAttributes", "attr is NULL");
+  if (!func) return refuse(cudaErrorInvalidDeviceFunction, "cudaFuncGetAttributes", "func is NULL");
   *a = cudaFuncAttributes{};
-  a->maxThreadsPerBlock = 1024;
+  a->maxThreadsPerBlock = max_threads_of(func);
   a->numRegs = 32;
   a->ptxVersion = 90;
   a->binaryVersion = 90;
@@ -410,11 +524,21 @@ cudaError_t sim_cudaFuncGetAttributes(cudaFuncAttributes* a, const void* func) {
   a->preferredShmemCarveout = -1;
   return cudaSuccess;
 }
-cudaError_t sim_cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* num, int block_size,
-                                                              size_t dyn_smem) {
+// A block larger than the kernel can be launched with (its __launch_bounds__, or 1024) has no
+// active blocks, as CUDA's occupancy calculator answers.
+cudaError_t sim_cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* num, const void* func,
+                                                              int block_size, size_t dyn_smem) {
   SIM_STICKY_CHECK();
-  if (!num || block_size <= 0) return set_error(cudaErrorInvalidValue);
-  int n = std::min(32, 2048 / block_size);
+  if (!num)
+    return refuse(cudaErrorInvalidValue, "cudaOccupancyMaxActiveBlocksPerMultiprocessor",
+                  "numBlocks is NULL");
+  if (!func)
+    return refuse(cudaErrorInvalidDeviceFunction, "cudaOccupancyMaxActiveBlocksPerMultiprocessor",
+                  "func is NULL");
+  if (block_size <= 0)
+    return refuse(cudaErrorInvalidValue, "cudaOccupancyMaxActiveBlocksPerMultiprocessor",
+                  "blockSize = %d", block_size);
+  int n = block_size > max_threads_of(func) ? 0 : std::min(32, 2048 / block_size);
   if (dyn_smem) n = std::min(n, static_cast<int>(233472 / dyn_smem));
   *num = n;
   return cudaSuccess;

@@ -48,12 +48,10 @@ void Worker::run_block(Launch& l, unsigned long long b) {
   block.block_dim = B;
   block.grid_dim = G;
   block.static_bytes = 0;
-  // Exact size (ASan sees overflows); none at all without dynamic shared memory,
-  // so using it then faults at once.
-  void* dyn = nullptr;
-  if (l.dyn_bytes && posix_memalign(&dyn, 128, l.dyn_bytes) != 0) dyn = nullptr;
-  if (dyn) std::memset(dyn, 0xFF, l.dyn_bytes);
-  block.dyn_smem = dyn;
+  // In the worker's shared window (checks.cpp): red zones around every array, a shadow that
+  // the per-access checks read; none at all without dynamic shared memory.
+  race = racecheck_block(l, b);
+  arena_begin_block(*this, l.dyn_bytes);
 
   n = l.nthreads;
   ensure_fibers(static_cast<int>(n));
@@ -95,13 +93,9 @@ void Worker::run_block(Launch& l, unsigned long long b) {
 }
 
 void Worker::free_block_memory() {
-  for (int id : block.used_slots) {
-    std::free(block.slot_store[id]);
-    block.slot_store[id] = nullptr;
-  }
+  for (int id : block.used_slots) block.slot_store[id] = nullptr;
   block.used_slots.clear();
-  std::free(block.dyn_smem);
-  block.dyn_smem = nullptr;
+  arena_end_block(*this);
 }
 
 // Rounds: run every runnable fiber (in the chosen order) until it blocks at a
@@ -179,6 +173,7 @@ void Worker::release_fast(Site s) {
   for (unsigned t = 0; t < n; ++t) ctx[t].state = kReady;
   (void)s;
   ++n_barriers;
+  ++arena.gen;  // a new interval for the race check
 }
 
 bool Worker::release_barrier(int nexit) {
@@ -320,12 +315,7 @@ void* shared_alloc(SharedSite* site, size_t bytes, size_t align) {
                        site->name, site->file, site->line, l.dyn_bytes, l.smem_limit));
     throw FiberAbort{};
   }
-  void* p = nullptr;
-  if (posix_memalign(&p, align < sizeof(void*) ? sizeof(void*) : align, bytes) != 0 || !p) {
-    std::fprintf(stderr, "sim: out of memory for __shared__ '%s'\n", site->name);
-    std::abort();
-  }
-  std::memset(p, 0xFF, bytes);
+  void* p = arena_static(*w, bytes, align, site->name, site->file, site->line);
   b.slot_store[id] = p;
   b.used_slots.push_back(id);
   return p;

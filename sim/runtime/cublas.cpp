@@ -168,6 +168,7 @@ struct Gemm {
       return;
     if (!check("C", C, m, n, ldc, true)) return;
     T* c = static_cast<T*>(device_view(C));
+    for (int j = 0; j < n; ++j) mark_written(c + static_cast<size_t>(j) * ldc, sizeof(T) * m);  // initcheck
     if (be == T(0) || (!product && be != T(1))) {
       for (int j = 0; j < n; ++j) {
         T* col = c + static_cast<size_t>(j) * ldc;

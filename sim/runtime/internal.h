@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 #include "sim/cuda_sim.h"
+#include "checks.h"
 
 #if SIM_FIBER_UCONTEXT
 #include <ucontext.h>
@@ -100,6 +101,7 @@ struct Launch {  // one kernel launch, shared by all workers
   std::atomic<bool> aborted{false};
   std::atomic<int> refused{0};            // cudaError_t of a launch refused while running
   std::atomic<size_t> max_static{0};      // largest static __shared__ use of a block
+  bool racecheck = false;                 // shared-memory race check on (checks.cpp)
   unsigned long long block_at(unsigned long long i) const;
 };
 
@@ -156,6 +158,8 @@ struct Worker {
   std::unique_ptr<ThreadCtx[]> ctx;
   std::unique_ptr<WarpState[]> warps;
   BlockCtx block;
+  SharedArena arena;  // the block's shared memory, its shadow and race records (checks.cpp)
+  bool race = false;  // this block's shared accesses are race-checked (racecheck_block)
   std::unique_ptr<int[]> ready, list;
   int nready = 0;
   bool ready_sorted = true;
@@ -326,6 +330,9 @@ const void* program_address(const void* p);
 // A kernel's pointer argument: false if it is not device-accessible memory; else *view is the
 // address the kernel uses, and the allocation is remembered for the launch's red-zone check.
 bool resolve_kernel_pointer(const void* p, const void** view);
+// "freed device memory (cudaMalloc allocation 0x... of N bytes, freed by cudaFree at f.cu:9)"
+// when p lies in a recently freed allocation and in no live one; "" otherwise.
+std::string freed_description(const void* p);
 // After a launch: report an out-of-bounds write into a red zone of an allocation the launch
 // was given (cudaErrorIllegalAddress, naming the kernel and the allocation).
 void check_launch_redzones(const char* kernel, const char* file, int line);
@@ -337,6 +344,13 @@ void* device_view(const void* p);
 void free_all_allocations();
 // ---- streams/events (state.cpp) ----
 bool stream_valid(cudaStream_t s);
+
+// Whether this launch's shared accesses are race-checked (checks.cpp): SIM_RACECHECK.
+struct LaunchParams;
+bool racecheck_launch(const LaunchParams& p);
+// Within a race-checked launch: every block with SIM_RACECHECK=all, else the first and last
+// kRaceEdgeBlocks blocks (by linear index: the edge tiles are where shapes differ).
+bool racecheck_block(const Launch& L, unsigned long long b);
 
 // ---- workers (pool.cpp) ----
 void run_launch(Launch& L);

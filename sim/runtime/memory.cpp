@@ -6,6 +6,7 @@
 #include <sys/sysinfo.h>
 #include <unistd.h>
 #include <sched.h>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
@@ -21,6 +22,7 @@ struct Alloc {
   size_t size;
   Kind kind;
   DeviceMapping map{};  // Device: its two views
+  DevRec* rec = nullptr;  // Device: its record for the per-access checks (checks.cpp)
   char* view() const { return map.dev + kRedzone; }
 };
 std::mutex& mem_mutex() {
@@ -99,6 +101,44 @@ bool copy_ok(void*& dst, const void*& src, size_t count, cudaMemcpyKind kind) {
   }
   return side_ok(dst, count, ddev) && side_ok(src, count, sdev);
 }
+// Recently freed allocations, by the address the program held (lock held): a freed pointer
+// passed to a launch or to cudaFree again is named as freed, with where it was freed.
+struct Freed {
+  size_t size;
+  Kind kind;
+  const void* pc;  // the return address of the cudaFree/cudaFreeHost call
+};
+std::map<uintptr_t, Freed>& freed() {
+  static auto* f = new std::map<uintptr_t, Freed>();
+  return *f;
+}
+constexpr size_t kMaxFreed = 4096;
+const Freed* find_freed(uintptr_t x, uintptr_t* base) {
+  auto& f = freed();
+  auto it = f.upper_bound(x);
+  if (it == f.begin()) return nullptr;
+  --it;
+  if (x > it->first + it->second.size) return nullptr;
+  *base = it->first;
+  return &it->second;
+}
+std::string freed_text(uintptr_t base, const Freed& f) {
+  const std::string at = code_line(f.pc);
+  return strf("freed %s memory (%s allocation %p of %zu bytes, freed by %s%s%s)",
+              f.kind == Kind::Device ? "device" : "host",
+              f.kind == Kind::Device ? "cudaMalloc" : f.kind == Kind::Managed ? "cudaMallocManaged" : "cudaMallocHost",
+              reinterpret_cast<void*>(base), f.size, f.kind == Kind::Host ? "cudaFreeHost" : "cudaFree",
+              at.empty() ? "" : " at ", at.c_str());
+}
+// In abort mode a refused call says why on stderr (the program goes on, as with CUDA).
+cudaError_t refused(cudaError_t e, const std::string& why) {
+  if (G().s.fault_mode == FaultMode::Abort) {
+    std::fprintf(stderr, "sim: %s\n", why.c_str());
+    std::fflush(stderr);
+  }
+  return set_error(e);
+}
+
 cudaError_t fill_alloc(void** out, size_t size, Kind kind) {
   if (!out) return set_error(cudaErrorInvalidValue);
   if (const cudaError_t e = sticky_error()) return set_error(e);
@@ -110,7 +150,16 @@ cudaError_t fill_alloc(void** out, size_t size, Kind kind) {
   void* p = nullptr;
   if (kind == Kind::Device) {
     install_segv_handler();  // host code touching the host view gets a clear message
-    if (map_device(size, &al.map)) p = al.map.host + kRedzone;
+    if (map_device(size, &al.map)) {
+      p = al.map.host + kRedzone;
+      const size_t pg = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+      al.rec = track_device(reinterpret_cast<uintptr_t>(al.view()), size, reinterpret_cast<uintptr_t>(p),
+                            reinterpret_cast<uintptr_t>(al.map.dev) - pg, al.map.file_bytes + 2 * pg);
+      if (!al.rec) {
+        unmap_device(al.map);
+        p = nullptr;
+      }
+    }
   } else if ((p = std::malloc(size))) {
     std::memset(p, 0xFF, size);  // fresh memory is all-ones bytes: NaN for float and double
   }
@@ -121,6 +170,12 @@ cudaError_t fill_alloc(void** out, size_t size, Kind kind) {
   {
     std::lock_guard<std::mutex> lk(mem_mutex());
     allocs()[reinterpret_cast<uintptr_t>(p)] = al;
+    // Memory reused: no longer "freed" (a stale pointer into it is then simply valid again).
+    auto& f = freed();
+    const uintptr_t lo = reinterpret_cast<uintptr_t>(p);
+    auto it = f.upper_bound(lo);
+    if (it != f.begin() && std::prev(it)->first + std::prev(it)->second.size > lo) --it;
+    while (it != f.end() && it->first < lo + size) it = f.erase(it);
     if (kind == Kind::Device)
       views()[reinterpret_cast<uintptr_t>(al.view())] = reinterpret_cast<uintptr_t>(p);
   }
@@ -130,24 +185,40 @@ cudaError_t fill_alloc(void** out, size_t size, Kind kind) {
 void dispose(uintptr_t key, const Alloc& a) {  // lock held
   if (a.kind == Kind::Device) {
     views().erase(reinterpret_cast<uintptr_t>(a.view()));
+    const size_t pg = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    untrack_device(a.rec, reinterpret_cast<uintptr_t>(a.map.dev) - pg, a.map.file_bytes + 2 * pg);
     unmap_device(a.map);
   } else if (a.kind != Kind::Symbol) {
     std::free(reinterpret_cast<void*>(key));
   }
 }
-cudaError_t release(void* p, bool host) {
+cudaError_t release(void* p, bool host, const void* pc) {
   if (const cudaError_t e = sticky_error()) return set_error(e);
   if (!p) return cudaSuccess;
   std::string bad;
   size_t size = 0;
+  const char* call = host ? "cudaFreeHost" : "cudaFree";
   {
     std::lock_guard<std::mutex> lk(mem_mutex());
-    auto it = allocs().find(reinterpret_cast<uintptr_t>(p));
+    const uintptr_t x = reinterpret_cast<uintptr_t>(p);
+    auto it = allocs().find(x);
     if (it == allocs().end() || it->second.kind == Kind::Symbol ||
-        (it->second.kind == Kind::Host) != host)
-      return set_error(cudaErrorInvalidValue);
+        (it->second.kind == Kind::Host) != host) {
+      uintptr_t base = 0;
+      std::string why;
+      if (it != allocs().end() && it->second.kind == Kind::Symbol) why = "a __device__ variable is not freed";
+      else if (it != allocs().end()) why = host ? "not cudaMallocHost memory (use cudaFree)" : "host memory from cudaMallocHost (use cudaFreeHost)";
+      else if (const Freed* f = find_freed(x, &base); f && base == x) why = "already " + freed_text(base, *f);
+      else if (find(p, &base)) why = strf("not the start of an allocation (byte %zu of %p)", size_t(x - base), reinterpret_cast<void*>(base));
+      else why = "not an allocation of this device";
+      return refused(cudaErrorInvalidValue, strf("%s(%p) returned cudaErrorInvalidValue: %s", call, p, why.c_str()));
+    }
     if (it->second.kind == Kind::Device) bad = check_redzones(it->second.map, it->second.size);
     size = it->second.size;
+    // Only device memory: malloc reuses freed host memory at once, for anything.
+    auto& f = freed();
+    if (f.size() >= kMaxFreed) f.erase(f.begin());
+    if (it->second.kind == Kind::Device) f[x] = Freed{size, it->second.kind, pc};
     dispose(it->first, it->second);
     allocs().erase(it);
   }
@@ -194,6 +265,14 @@ void* device_view(const void* p) {
 }
 
 void begin_launch_pointers() { tl_launch_allocs.clear(); }
+
+std::string freed_description(const void* p) {
+  std::lock_guard<std::mutex> lk(mem_mutex());
+  uintptr_t base = 0;
+  if (find(p)) return "";
+  const Freed* f = find_freed(reinterpret_cast<uintptr_t>(p), &base);
+  return f ? freed_text(base, *f) : "";
+}
 
 bool resolve_kernel_pointer(const void* p, const void** out) {
   std::lock_guard<std::mutex> lk(mem_mutex());
@@ -283,7 +362,13 @@ void free_all_allocations() {
 
 }  // namespace sim::detail
 
-void* sim::device_view(const void* p) { return sim::detail::device_view(p); }
+// A library with its own device access (the emulated CUDA-aware MPI) may write anywhere in the
+// allocation: initcheck counts all of it as written from here on.
+void* sim::device_view(const void* p) {
+  void* v = sim::detail::device_view(p);
+  sim::detail::mark_allocation_written(v);
+  return v;
+}
 
 using namespace sim::detail;
 
@@ -306,11 +391,11 @@ cudaError_t cudaHostAlloc(void** p, size_t size, unsigned int) {
 }
 cudaError_t cudaFree(void* p) {
   if (const cudaError_t e = capture_forbids()) return e;
-  return release(p, false);
+  return release(p, false, __builtin_return_address(0));
 }
 cudaError_t cudaFreeHost(void* p) {
   if (lazy_streams() && !in_replay()) lazy_drain_all();  // queued copies may target it
-  return release(p, true);
+  return release(p, true, __builtin_return_address(0));
 }
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
@@ -320,6 +405,7 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind 
   if (count == 0) return cudaSuccess;
   if (!dst || !src || !copy_ok(dst, src, count, kind)) return set_error(cudaErrorInvalidValue);
   std::memcpy(dst, src, count);
+  copy_written(dst, src, count);  // initcheck: dst is as written as src (host memory: all)
   return cudaSuccess;
 }
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind kind,
@@ -356,9 +442,11 @@ cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitc
   const void* slast = static_cast<const char*>(src) + spitch * (height - 1);
   if (!copy_ok(dlast, slast, width, kind) || !copy_ok(dst, src, 1, kind))
     return set_error(cudaErrorInvalidValue);
-  for (size_t r = 0; r < height; ++r)
+  for (size_t r = 0; r < height; ++r) {
     std::memcpy(static_cast<char*>(dst) + r * dpitch, static_cast<const char*>(src) + r * spitch,
                 width);
+    copy_written(static_cast<char*>(dst) + r * dpitch, static_cast<const char*>(src) + r * spitch, width);
+  }
   return cudaSuccess;
 }
 cudaError_t cudaMemset(void* p, int value, size_t count) {
@@ -370,6 +458,7 @@ cudaError_t cudaMemset(void* p, int value, size_t count) {
     if (!p || !side_ok(p, count, true)) return set_error(cudaErrorInvalidValue);
   }
   std::memset(p, value, count);
+  mark_written(p, count);
   return cudaSuccess;
 }
 cudaError_t cudaMemsetAsync(void* p, int value, size_t count, cudaStream_t stream) {

@@ -35,15 +35,11 @@ bool launch_prepare(LaunchParams& p) {
   }
   if (tl_worker && tl_worker->in_block)
     device_fault("kernel launch from device code (dynamic parallelism is not emulated)");
-  const dim3 b = p.block, g = p.grid;
-  const unsigned long long threads = static_cast<unsigned long long>(b.x) * b.y * b.z;
-  if (b.x == 0 || b.y == 0 || b.z == 0 || b.x > 1024 || b.y > 1024 || b.z > 64 || threads > 1024 ||
-      g.x == 0 || g.y == 0 || g.z == 0 || g.x > 2147483647u || g.y > 65535 || g.z > 65535) {
-    set_error(cudaErrorInvalidConfiguration);
-    return false;
-  }
+  if (!launch_config_ok(p)) return false;  // refused, and why printed in abort mode (api.cpp)
   if (!stream_valid(p.stream)) {
-    set_error(cudaErrorInvalidResourceHandle);
+    launch_refused(p, cudaErrorInvalidResourceHandle,
+                   "stream %p is not a live stream (destroyed, or never created)",
+                   static_cast<void*>(p.stream));
     return false;
   }
   // Shared memory over the limit: CUDA refuses the launch with "invalid argument".
@@ -74,6 +70,14 @@ bool check_pointer_arg(const LaunchParams& p, int index, const void* ptr, const 
                        const void** view) {
   *view = ptr;
   if (ptr == nullptr || resolve_kernel_pointer(ptr, view)) return true;
+  if (const std::string freed = freed_description(ptr); !freed.empty()) {
+    report_fault(cudaErrorIllegalAddress,
+                 strf("kernel '%s' argument %d (%s) = %p is not a device pointer: it lies in %s, "
+                      "launched at %s:%d",
+                      p.name, index,
+                      type_name_of(type_name).c_str(), ptr, freed.c_str(), p.file, p.line));
+    return false;
+  }
   report_fault(cudaErrorIllegalAddress,
                strf("kernel '%s' argument %d (%s) = %p is not a device pointer (host memory?), "
                     "launched at %s:%d",
@@ -183,6 +187,7 @@ void launch_execute(const LaunchParams& p, void (*invoke)(void*), void* state) {
   L.order = s.order;
   L.seed = s.seed;
   L.index = next_launch_index();
+  L.racecheck = racecheck_launch(p);
   if (L.order == Order::Random && L.nblocks <= (1ull << 24)) {
     L.perm.resize(L.nblocks);
     std::iota(L.perm.begin(), L.perm.end(), 0u);

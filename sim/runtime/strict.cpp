@@ -1,13 +1,50 @@
-// The runtime side of sim/strict.h: launches over a kernel's __launch_bounds__ are refused,
+// The runtime side of sim/strict.h: launches over a kernel's __launch_bounds__ are refused
+// (and the bounds are kept by kernel address for cudaFuncGetAttributes),
 // misaligned atomics and (through GCC's -fsanitize=alignment, which simcc turns on for .cu
 // files) misaligned loads and stores in kernels are cudaErrorMisalignedAddress faults.
 // Tested by tests/sim/test_sim_bounds_align.cu and sim/examples/bugs/.
 #include <dlfcn.h>
 #include <cstdio>
 #include <cstdlib>
+#include <unordered_map>
 #include "fiber.h"
 
 namespace sim::detail {
+
+__thread const void* tl_kernel_fn = nullptr;
+__thread const void* tl_bounds_noted = nullptr;
+
+// The launch bounds known by kernel address: registered by simcc's static initialisers
+// (non-template kernels) or recorded by the check when a kernel template's instantiation
+// first runs. Read by cudaFuncGetAttributes and the occupancy calls (api.cpp).
+namespace {
+struct BoundsRegistry {
+  std::mutex m;
+  std::unordered_map<const void*, long long> max_threads;
+};
+BoundsRegistry& bounds_registry() {  // constructed on first use: static initialisers call it
+  static BoundsRegistry* r = new BoundsRegistry();
+  return *r;
+}
+}  // namespace
+
+bool register_launch_bounds(const void* fn, const Bounds& b) {
+  if (!fn || b.max_threads <= 0) return false;
+  BoundsRegistry& r = bounds_registry();
+  std::lock_guard<std::mutex> lk(r.m);
+  r.max_threads.emplace(fn, b.max_threads);
+  return true;
+}
+void note_launch_bounds(const Bounds& b) {
+  register_launch_bounds(tl_kernel_fn, b);
+  tl_bounds_noted = tl_kernel_fn;
+}
+long long registered_max_threads(const void* fn) {
+  BoundsRegistry& r = bounds_registry();
+  std::lock_guard<std::mutex> lk(r.m);
+  auto it = r.max_threads.find(fn);
+  return it == r.max_threads.end() ? 0 : it->second;
+}
 
 namespace {
 // True when the caller runs on the stack of the worker's current kernel thread (not on the

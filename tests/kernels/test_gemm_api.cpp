@@ -70,6 +70,8 @@ TEST(GemmApi, RegistryAndHelp) {
 TEST(GemmApi, InvalidArgumentsThrow) {
   nn::DeviceBuffer<float> buf(64 * 64);
   float* p = buf.get();
+  // The valid call computes: its operands must hold data (the emulator's initcheck).
+  CUDA_CHECK(cudaMemset(p, 0, 64 * 64 * sizeof(float)));
   GemmArgs<float> ok;
   ok.M = 8;
   ok.N = 4;

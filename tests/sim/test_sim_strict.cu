@@ -147,7 +147,13 @@ TEST_F(SimStrict, StatsCountLaunchesBlocksAndThreads) {
 
 // ---- poisoned memory ---------------------------------------------------------------------------------
 
+// The fill pattern itself, read by a kernel: initcheck (on by default) would stop that read,
+// so it is off here (restored at the end); tests/sim/test_sim_checks.cu covers initcheck.
 TEST_F(SimStrict, FreshDeviceMemoryReadsAsNaN) {
+  struct InitcheckOff {
+    InitcheckOff() { sim::set_initcheck(false); }
+    ~InitcheckOff() { sim::set_initcheck(true); }
+  } off;
   const int n = 1000;
   DeviceBuffer<float> src(n), dst(n);
   copy_kernel<<<(n + 255) / 256, 256>>>(src.get(), dst.get(), n);

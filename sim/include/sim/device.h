@@ -166,11 +166,14 @@ inline void __nanosleep(unsigned) {}
 inline void __trap() { ::sim::detail::device_fault("__trap() called"); }
 
 // ---- atomics (blocks may run on several OS threads; GCC __atomic builtins) ----
+// Not instrumented by the per-access checks (an atomic is no race); SIM_ATOMIC_CHECK_ checks
+// alignment, bounds and initialisation explicitly (runtime/checks.cpp).
+#define SIM_ATOMIC_FN inline __attribute__((no_sanitize("kernel-address")))
 // Each checks its address's alignment first (sim/strict.h); the defaulted trailing
 // parameters are the call site.
 namespace sim::detail {
 template <class T>
-inline T atomic_cas_loop_add(T* p, T v) {
+SIM_ATOMIC_FN T atomic_cas_loop_add(T* p, T v) {
   T old;
   __atomic_load(p, &old, __ATOMIC_RELAXED);
   T want = old + v;
@@ -179,7 +182,7 @@ inline T atomic_cas_loop_add(T* p, T v) {
   return old;
 }
 template <class T, class F>
-inline T atomic_update(T* p, F f) {
+SIM_ATOMIC_FN T atomic_update(T* p, F f) {
   T old;
   __atomic_load(p, &old, __ATOMIC_RELAXED);
   T want = f(old);
@@ -188,28 +191,28 @@ inline T atomic_update(T* p, F f) {
   return old;
 }
 template <class T>
-inline T atomic_exchange(T* p, T v) {
+SIM_ATOMIC_FN T atomic_exchange(T* p, T v) {
   T old;
   __atomic_exchange(p, &v, &old, __ATOMIC_SEQ_CST);
   return old;
 }
 template <class T>
-inline T atomic_cas(T* p, T cmp, T v) {
+SIM_ATOMIC_FN T atomic_cas(T* p, T cmp, T v) {
   __atomic_compare_exchange(p, &cmp, &v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
   return cmp;  // the old value either way
 }
 }  // namespace sim::detail
 
 #define SIM_ATOMIC_ADD(T, IMPL)                                                    \
-  inline T atomicAdd(T* a, T v SIM_ATOMIC_SITE_) {                                 \
+  SIM_ATOMIC_FN T atomicAdd(T* a, T v SIM_ATOMIC_SITE_) {                                 \
     SIM_ATOMIC_CHECK_("atomicAdd");                                                 \
     return IMPL;                                                                    \
   }                                                                                 \
-  inline T atomicAdd_block(T* a, T v SIM_ATOMIC_SITE_) {                           \
+  SIM_ATOMIC_FN T atomicAdd_block(T* a, T v SIM_ATOMIC_SITE_) {                           \
     SIM_ATOMIC_CHECK_("atomicAdd_block");                                           \
     return IMPL;                                                                    \
   }                                                                                 \
-  inline T atomicAdd_system(T* a, T v SIM_ATOMIC_SITE_) {                          \
+  SIM_ATOMIC_FN T atomicAdd_system(T* a, T v SIM_ATOMIC_SITE_) {                          \
     SIM_ATOMIC_CHECK_("atomicAdd_system");                                          \
     return IMPL;                                                                    \
   }
@@ -219,41 +222,41 @@ SIM_ATOMIC_ADD(unsigned long long, __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST))
 SIM_ATOMIC_ADD(float, ::sim::detail::atomic_cas_loop_add(a, v))
 SIM_ATOMIC_ADD(double, ::sim::detail::atomic_cas_loop_add(a, v))
 #undef SIM_ATOMIC_ADD
-inline int atomicSub(int* a, int v SIM_ATOMIC_SITE_) {
+SIM_ATOMIC_FN int atomicSub(int* a, int v SIM_ATOMIC_SITE_) {
   SIM_ATOMIC_CHECK_("atomicSub");
   return __atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST);
 }
-inline unsigned atomicSub(unsigned* a, unsigned v SIM_ATOMIC_SITE_) {
+SIM_ATOMIC_FN unsigned atomicSub(unsigned* a, unsigned v SIM_ATOMIC_SITE_) {
   SIM_ATOMIC_CHECK_("atomicSub");
   return __atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST);
 }
 
 #define SIM_ATOMIC_INT_OPS(T)                                                                     \
-  inline T atomicExch(T* a, T v SIM_ATOMIC_SITE_) {                                               \
+  SIM_ATOMIC_FN T atomicExch(T* a, T v SIM_ATOMIC_SITE_) {                                               \
     SIM_ATOMIC_CHECK_("atomicExch");                                                              \
     return ::sim::detail::atomic_exchange(a, v);                                                  \
   }                                                                                               \
-  inline T atomicCAS(T* a, T cmp, T v SIM_ATOMIC_SITE_) {                                         \
+  SIM_ATOMIC_FN T atomicCAS(T* a, T cmp, T v SIM_ATOMIC_SITE_) {                                         \
     SIM_ATOMIC_CHECK_("atomicCAS");                                                               \
     return ::sim::detail::atomic_cas(a, cmp, v);                                                  \
   }                                                                                               \
-  inline T atomicMin(T* a, T v SIM_ATOMIC_SITE_) {                                                \
+  SIM_ATOMIC_FN T atomicMin(T* a, T v SIM_ATOMIC_SITE_) {                                                \
     SIM_ATOMIC_CHECK_("atomicMin");                                                               \
     return ::sim::detail::atomic_update(a, [v](T o) { return v < o ? v : o; });                   \
   }                                                                                               \
-  inline T atomicMax(T* a, T v SIM_ATOMIC_SITE_) {                                                \
+  SIM_ATOMIC_FN T atomicMax(T* a, T v SIM_ATOMIC_SITE_) {                                                \
     SIM_ATOMIC_CHECK_("atomicMax");                                                               \
     return ::sim::detail::atomic_update(a, [v](T o) { return v > o ? v : o; });                   \
   }                                                                                               \
-  inline T atomicAnd(T* a, T v SIM_ATOMIC_SITE_) {                                                \
+  SIM_ATOMIC_FN T atomicAnd(T* a, T v SIM_ATOMIC_SITE_) {                                                \
     SIM_ATOMIC_CHECK_("atomicAnd");                                                               \
     return __atomic_fetch_and(a, v, __ATOMIC_SEQ_CST);                                            \
   }                                                                                               \
-  inline T atomicOr(T* a, T v SIM_ATOMIC_SITE_) {                                                 \
+  SIM_ATOMIC_FN T atomicOr(T* a, T v SIM_ATOMIC_SITE_) {                                                 \
     SIM_ATOMIC_CHECK_("atomicOr");                                                                \
     return __atomic_fetch_or(a, v, __ATOMIC_SEQ_CST);                                             \
   }                                                                                               \
-  inline T atomicXor(T* a, T v SIM_ATOMIC_SITE_) {                                                \
+  SIM_ATOMIC_FN T atomicXor(T* a, T v SIM_ATOMIC_SITE_) {                                                \
     SIM_ATOMIC_CHECK_("atomicXor");                                                               \
     return __atomic_fetch_xor(a, v, __ATOMIC_SEQ_CST);                                            \
   }
@@ -262,19 +265,19 @@ SIM_ATOMIC_INT_OPS(unsigned int)
 SIM_ATOMIC_INT_OPS(unsigned long long)
 SIM_ATOMIC_INT_OPS(long long)
 #undef SIM_ATOMIC_INT_OPS
-inline float atomicExch(float* a, float v SIM_ATOMIC_SITE_) {
+SIM_ATOMIC_FN float atomicExch(float* a, float v SIM_ATOMIC_SITE_) {
   SIM_ATOMIC_CHECK_("atomicExch");
   return ::sim::detail::atomic_exchange(a, v);
 }
-inline unsigned short atomicCAS(unsigned short* a, unsigned short cmp, unsigned short v SIM_ATOMIC_SITE_) {
+SIM_ATOMIC_FN unsigned short atomicCAS(unsigned short* a, unsigned short cmp, unsigned short v SIM_ATOMIC_SITE_) {
   SIM_ATOMIC_CHECK_("atomicCAS");
   return ::sim::detail::atomic_cas(a, cmp, v);
 }
-inline unsigned atomicInc(unsigned* a, unsigned limit SIM_ATOMIC_SITE_) {
+SIM_ATOMIC_FN unsigned atomicInc(unsigned* a, unsigned limit SIM_ATOMIC_SITE_) {
   SIM_ATOMIC_CHECK_("atomicInc");
   return ::sim::detail::atomic_update(a, [limit](unsigned o) { return o >= limit ? 0u : o + 1; });
 }
-inline unsigned atomicDec(unsigned* a, unsigned limit SIM_ATOMIC_SITE_) {
+SIM_ATOMIC_FN unsigned atomicDec(unsigned* a, unsigned limit SIM_ATOMIC_SITE_) {
   SIM_ATOMIC_CHECK_("atomicDec");
   return ::sim::detail::atomic_update(
       a, [limit](unsigned o) { return (o == 0 || o > limit) ? limit : o - 1; });

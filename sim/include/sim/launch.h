@@ -27,6 +27,14 @@ struct LaunchParams {
 };
 // false: the launch must not run (invalid configuration or sticky error; last error set)
 bool launch_prepare(LaunchParams& p);
+// For launch_prepare (runtime/api.cpp): false, the error set and the refusal printed as below,
+// when the grid or block dimensions are invalid (cudaErrorInvalidConfiguration).
+bool launch_config_ok(const LaunchParams& p);
+// A launch refused before it runs: sets e as the launching thread's last error (not sticky)
+// and, in abort mode only, prints one line to stderr:
+//   sim: launch of kernel 'k' at f.cu:20 refused (cudaErrorInvalidConfiguration): <why>
+void launch_refused(const LaunchParams& p, cudaError_t e, const char* why_fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 // A pointer argument must be null or device-accessible memory; *view is then the address the
 // kernel gets (a cudaMalloc allocation's device view: its host address is fenced).
 bool check_pointer_arg(const LaunchParams& p, int index, const void* ptr, const char* type_name,
@@ -49,6 +57,8 @@ inline bool capture_active() {
          g_lazy_streams.load(std::memory_order_relaxed);
 }
 CaptureVerdict capture_node(cudaStream_t stream, std::function<void()> node);
+// A launch on a stream that is not live is never queued or captured: launch_prepare refuses it.
+bool stream_valid(cudaStream_t s);
 
 template <class T>
 inline constexpr bool is_data_pointer_v =
@@ -87,7 +97,7 @@ struct DeferredLaunch {
   void operator()(A&&... a) {
     using Tuple = std::tuple<std::decay_t<A>...>;
     Tuple t{std::forward<A>(a)...};
-    if (capture_active() &&
+    if (capture_active() && stream_valid(lp.stream) &&
         capture_node(lp.stream, [call = call, lp = lp, t]() mutable { run(call, lp, t); }) !=
             CaptureVerdict::Run)
       return;
@@ -103,7 +113,13 @@ struct DeferredLaunch {
       Tuple* t;
     } st{&call, &t};
     launch_execute(
-        lp, [](void* s) { auto* x = static_cast<State*>(s); std::apply(*x->call, *x->t); }, &st);
+        lp,
+        [](void* s) {
+          auto* x = static_cast<State*>(s);
+          tl_kernel_fn = nullptr;  // not known: a template's bound is not recorded (strict.h)
+          std::apply(*x->call, *x->t);
+        },
+        &st);
   }
 };
 
@@ -119,7 +135,7 @@ struct KernelLaunch {
   LaunchParams lp;
   void operator()(P... args) {
     std::tuple<P...> t{std::move(args)...};
-    if (capture_active() &&
+    if (capture_active() && stream_valid(lp.stream) &&
         capture_node(lp.stream, [fn = fn, lp = lp, t]() mutable { run(fn, lp, t); }) !=
             CaptureVerdict::Run)
       return;
@@ -135,7 +151,13 @@ struct KernelLaunch {
       std::tuple<P...>* t;
     } st{fn, &t};
     launch_execute(
-        lp, [](void* s) { auto* x = static_cast<State*>(s); std::apply(x->fn, *x->t); }, &st);
+        lp,
+        [](void* s) {
+          auto* x = static_cast<State*>(s);
+          tl_kernel_fn = reinterpret_cast<const void*>(x->fn);  // for launch_bounds (strict.h)
+          std::apply(x->fn, *x->t);
+        },
+        &st);
   }
   template <class... A, class LL = L,
             std::enable_if_t<sizeof...(A) != sizeof...(P) && !std::is_same_v<LL, NoCall>, int> = 0>

@@ -268,8 +268,8 @@ cudaError_t sim_cudaFuncGetAttributes(cudaFuncAttributes* attr, const void* func
 cudaError_t sim_cudaMemcpySymbol(void* symbol, size_t symbol_size, void* buf, size_t count,
                                  size_t offset, cudaMemcpyKind kind, int to_symbol);
 cudaError_t sim_cudaGetSymbolAddress(void** devPtr, void* symbol, size_t symbol_size);
-cudaError_t sim_cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* numBlocks, int blockSize,
-                                                              size_t dynamicSMemSize);
+cudaError_t sim_cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* numBlocks, const void* func,
+                                                              int blockSize, size_t dynamicSMemSize);
 }
 
 // Default arguments as in CUDA's C++ API.
@@ -320,6 +320,7 @@ template <class T>
 inline cudaError_t cudaFuncSetAttribute(T* entry, cudaFuncAttribute attr, int value) {
   return sim_cudaFuncSetAttribute(reinterpret_cast<const void*>(entry), attr, value);
 }
+// maxThreadsPerBlock is the kernel's __launch_bounds__ (1024 without), as in CUDA (sim/strict.h).
 template <class T>
 inline cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, T* entry) {
   return sim_cudaFuncGetAttributes(attr, reinterpret_cast<const void*>(entry));
@@ -352,7 +353,8 @@ inline cudaError_t cudaGetSymbolAddress(void** devPtr, const T& symbol) {
   return sim_cudaGetSymbolAddress(devPtr, const_cast<T*>(&symbol), sizeof(T));
 }
 template <class T>
-inline cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* numBlocks, T*, int blockSize,
+inline cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* numBlocks, T* func, int blockSize,
                                                                  size_t dynamicSMemSize) {
-  return sim_cudaOccupancyMaxActiveBlocksPerMultiprocessor(numBlocks, blockSize, dynamicSMemSize);
+  return sim_cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+      numBlocks, reinterpret_cast<const void*>(func), blockSize, dynamicSMemSize);
 }

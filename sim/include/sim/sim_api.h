@@ -34,6 +34,18 @@ StreamMode stream_mode();
 // CUDA-aware MPI (src/comm) does; ordinary host code never should.
 void* device_view(const void* p);
 
+// Per-access checks of kernel loads and stores (runtime/checks.cpp; .cu files built by simcc
+// without -fsanitize=address). Bounds of shared memory, device allocations and __device__
+// variables are always checked. racecheck: a shared-memory word written by one warp and read
+// or written by another with no __syncthreads between is a fault. initcheck: a kernel read of
+// device memory nothing has written is a fault. Both on by default; SIM_RACECHECK=0 and
+// SIM_INITCHECK=0 turn them off at start, these at run time.
+void set_racecheck(bool on);  // on: the first 3 launches of each kernel configuration
+void set_racecheck_all();      // every launch (SIM_RACECHECK=all)
+bool racecheck();
+void set_initcheck(bool on);
+bool initcheck();
+
 void set_workers(int n);  // resize the worker pool at run time (tests)
 int workers();
 

@@ -1,0 +1,657 @@
+// Per-access checks of kernel loads and stores (see checks.h): shared-memory bounds and races,
+// device-memory bounds and initialisation, bounds of .cu globals. GCC's -fsanitize=kernel-address
+// (simcc's flags for .cu files) checks an ASan-style shadow byte inline before every access
+// (shadow of a = (a >> 3) + kShadowOffset; 0: the 8 bytes are plain memory, 1..7: the first k
+// are, negative: look closer) and calls __asan_report_*_noabort, defined here, only for a
+// poisoned granule. Poisoned: the shared window (all of it in a race-checked launch, else its
+// red zones), device red zones and guard pages, device granules not yet written, the red zones
+// of .cu globals. The report functions then do the exact checks, and let the access proceed.
+// Tested by tests/sim/test_sim_checks.cu, sim/examples/bugs and sim/examples/standard.
+#include "checks.h"
+
+#include <dlfcn.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <strings.h>
+
+#include "internal.h"
+
+#if SIM_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
+namespace sim::detail {
+
+// ---- settings ------------------------------------------------------------------------
+namespace {
+bool env_on(const char* name) {
+  const char* e = std::getenv(name);
+  return !(e && (!std::strcmp(e, "0") || !strcasecmp(e, "off") || !strcasecmp(e, "no")));
+}
+// SIM_RACECHECK: 0 off; default: the first kRaceLaunches launches of each kernel configuration
+// (name, launch site, grid, block, dynamic shared size); "all": every launch.
+int race_mode_from_env() {
+  const char* e = std::getenv("SIM_RACECHECK");
+  if (e && !strcasecmp(e, "all")) return 2;
+  return env_on("SIM_RACECHECK") ? 1 : 0;
+}
+std::atomic<int> g_racecheck{race_mode_from_env()};
+constexpr int kRaceLaunches = 3;
+std::atomic<bool> g_initcheck{env_on("SIM_INITCHECK")};
+}  // namespace
+bool racecheck_on() { return g_racecheck.load(std::memory_order_relaxed) != 0; }
+
+bool racecheck_launch(const LaunchParams& p) {
+  const int mode = g_racecheck.load(std::memory_order_relaxed);
+  if (mode != 1) return mode == 2;
+  static std::mutex m;
+  static std::map<std::string, int> seen;
+  const std::string key = strf("%s@%s:%d/%u,%u,%u/%u,%u,%u/%zu", p.name, p.file, p.line, p.grid.x, p.grid.y,
+                               p.grid.z, p.block.x, p.block.y, p.block.z, p.shmem);
+  std::lock_guard<std::mutex> lk(m);
+  return seen[key]++ < kRaceLaunches;
+}
+
+bool racecheck_block(const Launch& L, unsigned long long b) {
+  constexpr unsigned long long kRaceEdgeBlocks = 4;
+  if (!L.racecheck) return false;
+  return g_racecheck.load(std::memory_order_relaxed) == 2 || b < kRaceEdgeBlocks ||
+         b + kRaceEdgeBlocks >= L.nblocks;
+}
+
+// ---- the shadow ------------------------------------------------------------------------
+#if !SIM_ASAN
+namespace {
+constexpr uintptr_t kShadowOffset = 0x7fff8000;  // as simcc's -fasan-shadow-offset
+constexpr size_t kShadowBytes = size_t(1) << 44;  // shadow of the 47-bit user address space
+constexpr int8_t kUnwritten = -6, kDeviceRedzone = -5, kSharedPoison = -8, kGlobalRedzone = -7;
+inline int8_t* shadow(uintptr_t a) { return reinterpret_cast<int8_t*>((a >> 3) + kShadowOffset); }
+
+// Before every constructor (.preinit_array): instrumented code reads the shadow from its first
+// access on. MAP_NORESERVE: only the pages written (poisoned) take memory.
+void map_shadow(int, char**, char**) {
+  void* want = reinterpret_cast<void*>(kShadowOffset);
+  void* got = mmap(want, kShadowBytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+  if (got != want) {
+    std::fprintf(stderr, "sim: cannot reserve %zu TiB of address space at %p for the per-access "
+                 "checks' shadow (ulimit -v? or something mapped there); build the .cu files with "
+                 "-fno-sanitize=kernel-address to run without them\n", kShadowBytes >> 40, want);
+    std::_Exit(1);
+  }
+}
+__attribute__((section(".preinit_array"), used)) void (*g_map_shadow)(int, char**, char**) = map_shadow;
+}  // namespace
+
+// Shadow of [a, a + n): v for every granule (a granule-aligned).
+void shadow_fill(uintptr_t a, size_t n, int8_t v) { std::memset(shadow(a), v, (n + 7) >> 3); }
+// [a, a + n) plain memory: 0 for whole granules, the byte count for a partial last one.
+void shadow_open(uintptr_t a, size_t n) {
+  std::memset(shadow(a), 0, n >> 3);
+  if (n & 7) *shadow(a + (n & ~size_t(7))) = static_cast<int8_t>(n & 7);
+}
+#else
+void shadow_fill(uintptr_t, size_t, int8_t) {}
+void shadow_open(uintptr_t, size_t) {}
+namespace {
+constexpr int8_t kUnwritten = 0, kDeviceRedzone = 0, kSharedPoison = 0, kGlobalRedzone = 0;
+}
+#endif
+bool initcheck_on() { return g_initcheck.load(std::memory_order_relaxed); }
+
+// ---- code addresses to source lines ---------------------------------------------------
+std::string code_line(const void* pc) {
+  if (!pc) return "";
+  static std::mutex m;
+  static std::map<const void*, std::string> cache;
+  std::lock_guard<std::mutex> lk(m);
+  if (auto it = cache.find(pc); it != cache.end()) return it->second;
+  std::string out;
+  Dl_info info{};
+  if (dladdr(pc, &info) && info.dli_fname) {
+    const uintptr_t rel = reinterpret_cast<uintptr_t>(pc) - 1 - reinterpret_cast<uintptr_t>(info.dli_fbase);
+    std::string exe = info.dli_fname;
+    if (exe.empty() || exe.find('/') == std::string::npos) exe = "/proc/self/exe";
+    if (access("/usr/bin/addr2line", X_OK) == 0 && exe.find('\'') == std::string::npos) {
+      const std::string cmd = strf("/usr/bin/addr2line -e '%s' 0x%lx 2>/dev/null", exe.c_str(),
+                                   static_cast<unsigned long>(rel));
+      if (FILE* f = popen(cmd.c_str(), "r")) {
+        char line[1024] = {};
+        if (std::fgets(line, sizeof line, f)) {
+          std::string s = line;
+          while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+          if (const size_t d = s.find(" (discriminator"); d != std::string::npos) s.resize(d);
+          // simcc's temporary copy of a .cu (its #line directives failed for this address):
+          // the line would be misleading.
+          const bool tmp_copy = s.find("/simcc-") != std::string::npos;
+          if (!s.empty() && s[0] != '?' && s.find(":?") == std::string::npos &&
+              s.find(":0") + 2 != s.size() && !tmp_copy)
+            out = s;
+        }
+        pclose(f);
+      }
+    }
+    if (out.empty() && info.dli_sname)
+      out = strf("%s+0x%lx", info.dli_sname,
+                 static_cast<unsigned long>(reinterpret_cast<uintptr_t>(pc) -
+                                            reinterpret_cast<uintptr_t>(info.dli_saddr)));
+  }
+  cache[pc] = out;
+  return out;
+}
+
+namespace {
+std::string at_line(const void* pc) {
+  std::string s = code_line(pc);
+  if (s.empty()) return s;
+  char cwd[4096];
+  if (getcwd(cwd, sizeof cwd)) {
+    const std::string d = std::string(cwd) + "/";
+    if (s.compare(0, d.size(), d) == 0) s.erase(0, d.size());
+  }
+  return " at " + s;
+}
+std::string past(size_t d) { return d ? strf("%zu bytes past the end of", d) : "right after the end of"; }
+std::string thread_str(const Worker& w, unsigned t) {
+  const dim3 B = w.block.block_dim;
+  return strf("(%u,%u,%u)", t % B.x, (t / B.x) % B.y, t / (B.x * B.y));
+}
+std::string who(const Worker& w) {  // "thread (x,y,z) of kernel 'k' (block ...), launched at f:l"
+  return "thread " + thread_str(w, static_cast<unsigned>(w.cur)) + " of " + w.where();
+}
+}  // namespace
+
+// ---- shared memory ---------------------------------------------------------------------
+namespace {
+constexpr size_t kWindow = size_t(1) << 20;  // per worker
+constexpr size_t kBelow = size_t(1) << 19;   // the base sits half-way: statics go below it
+constexpr size_t kSharedRedzone = 1024;           // between and around shared arrays
+
+void ensure_arena(SharedArena& a) {
+  if (a.window) return;
+  void* w = mmap(nullptr, kWindow, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                 -1, 0);
+  void* ok = mmap(nullptr, kWindow, PROT_READ | PROT_WRITE,
+                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  void* race = mmap(nullptr, kWindow * sizeof(RaceByte), PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (w == MAP_FAILED || ok == MAP_FAILED || race == MAP_FAILED) {
+    std::fprintf(stderr, "sim: out of address space for shared memory\n");
+    std::abort();
+  }
+  a.window = static_cast<char*>(w);
+  a.base = a.window + kBelow;
+  a.ok = static_cast<uint8_t*>(ok);
+  a.race = static_cast<RaceByte*>(race);
+#if SIM_ASAN
+  __asan_poison_memory_region(a.window, kWindow);
+#endif
+  shadow_fill(reinterpret_cast<uintptr_t>(a.window), kWindow, kSharedPoison);
+}
+// An array of the block: addressable; plain memory for the inline checks unless the launch is
+// race-checked (then every access must reach shared_access).
+void open_range(Worker& w, char* p, size_t n) {
+  SharedArena& a = w.arena;
+#if SIM_ASAN
+  __asan_unpoison_memory_region(p, n);
+#endif
+  std::memset(p, 0xFF, n);  // fresh shared memory is all-ones bytes (NaN for float)
+  std::memset(a.ok + (p - a.window), 1, n);
+  if (!w.race) shadow_open(reinterpret_cast<uintptr_t>(p), n);
+}
+}  // namespace
+
+void arena_begin_block(Worker& w, size_t dyn_bytes) {
+  SharedArena& a = w.arena;
+  ensure_arena(a);
+  ++a.gen;  // race records of earlier blocks are stale
+  a.low = 0;
+  a.static_bytes = 0;
+  a.arrays.clear();
+  a.dyn = std::min(dyn_bytes, kWindow - kBelow - kSharedRedzone);
+  if (a.dyn) open_range(w, a.base, a.dyn);
+  // None at all without dynamic shared memory: using it then is out of bounds at once.
+  w.block.dyn_smem = dyn_bytes ? a.base : nullptr;
+  if (dyn_bytes) a.arrays.push_back(SharedArray{0, a.dyn, "extern __shared__ (dynamic)", nullptr, 0});
+}
+
+void* arena_static(Worker& w, size_t bytes, size_t align, const char* name, const char* file,
+                   int line) {
+  SharedArena& a = w.arena;
+  if (align < 16) align = 16;
+  size_t low = a.low + kSharedRedzone + bytes;
+  low = (low + align - 1) / align * align;
+  if (low + kSharedRedzone > kBelow) {
+    std::fprintf(stderr, "sim: __shared__ '%s' does not fit the emulator's shared window\n", name);
+    std::abort();
+  }
+  a.low = low;
+  a.static_bytes += bytes;
+  char* p = a.base - low;
+  open_range(w, p, bytes);
+  a.arrays.push_back(SharedArray{static_cast<size_t>(p - a.base), bytes, name, file, line});
+  return p;
+}
+
+void arena_end_block(Worker& w) {
+  SharedArena& a = w.arena;
+  if (!a.window) return;
+  char* lo = a.base - a.low;
+  const size_t n = a.low + a.dyn;
+  if (n) std::memset(a.ok + (lo - a.window), 0, n);
+  if (n) shadow_fill(reinterpret_cast<uintptr_t>(lo), n, kSharedPoison);
+#if SIM_ASAN
+  if (n) __asan_poison_memory_region(lo, n);
+#endif
+  a.low = a.dyn = 0;
+  w.block.dyn_smem = nullptr;
+}
+
+namespace {
+// "12 bytes past the end of __shared__ 'tile' (1024 bytes, f.cu:8)" for shared offset off.
+std::string shared_relation(const SharedArena& a, long long off, size_t n) {
+  const SharedArray* best = nullptr;
+  long long dist = 0;
+  for (const SharedArray& s : a.arrays) {
+    const long long lo = static_cast<long long>(s.off), hi = lo + static_cast<long long>(s.size);
+    const long long d = off < lo ? lo - off : off >= hi ? off - hi : 0;
+    if (!best || d < dist) best = &s, dist = d;
+  }
+  const size_t total = a.static_bytes + a.dyn;
+  const std::string blk = strf("the block has %zu bytes of shared memory", total);
+  if (!best) return "the block has no shared memory";
+  const std::string arr =
+      best->file ? strf("__shared__ '%s' (%zu bytes, %s:%d)", best->name, best->size, best->file, best->line)
+                 : strf("the dynamic shared memory (%zu bytes at launch)", best->size);
+  const long long lo = static_cast<long long>(best->off), hi = lo + static_cast<long long>(best->size);
+  if (off < lo) return strf("%lld bytes before the start of %s; %s", lo - off, arr.c_str(), blk.c_str());
+  if (off >= hi) return strf("%s %s; %s", past(static_cast<size_t>(off - hi)).c_str(), arr.c_str(), blk.c_str());
+  return strf("bytes %lld..%lld of %s run past its end; %s", off - lo, off - lo + static_cast<long long>(n) - 1,
+              arr.c_str(), blk.c_str());
+}
+
+[[noreturn]] __attribute__((noinline)) void shared_oob(Worker& w, uintptr_t addr, size_t n, bool write,
+                                                       const void* pc) {
+  const SharedArena& a = w.arena;
+  const long long off = static_cast<long long>(addr - reinterpret_cast<uintptr_t>(a.base));
+  w.fiber_fault(cudaErrorIllegalAddress,
+                strf("out-of-bounds shared memory %s%s: %zu bytes %s, %s (cudaErrorIllegalAddress)",
+                     write ? "write" : "read", at_line(pc).c_str(), n,
+                     shared_relation(a, off, n).c_str(), who(w).c_str()));
+}
+
+std::string shared_name(const SharedArena& a, uintptr_t addr) {
+  const long long off = static_cast<long long>(addr - reinterpret_cast<uintptr_t>(a.base));
+  for (const SharedArray& s : a.arrays)
+    if (off >= static_cast<long long>(s.off) && off < static_cast<long long>(s.off + s.size))
+      return s.file ? strf("'%s' (%s:%d) byte %lld", s.name, s.file, s.line, off - static_cast<long long>(s.off))
+                    : strf("dynamic shared byte %lld", off);
+  return strf("shared offset %lld", off);
+}
+
+[[noreturn]] __attribute__((noinline)) void race_fault(Worker& w, const char* kind, uintptr_t addr,
+                                                       bool write, unsigned other, const void* other_pc,
+                                                       bool other_write, const void* pc) {
+  const unsigned me = static_cast<unsigned>(w.cur);
+  w.fiber_fault(
+      cudaErrorLaunchFailure,
+      strf("shared memory race (%s hazard) in %s: thread %s (warp %u) %s %s%s, but thread %s (warp %u) "
+           "%s it%s, with no __syncthreads() between (racecheck; SIM_RACECHECK=0 turns it off)",
+           kind, w.where().c_str(), thread_str(w, me).c_str(), me / 32, write ? "wrote" : "read",
+           shared_name(w.arena, addr).c_str(), at_line(pc).c_str(), thread_str(w, other).c_str(),
+           other / 32, other_write ? "had written" : "had read", at_line(other_pc).c_str()));
+}
+
+inline bool all_ok(const uint8_t* s, size_t n) {
+  if (n == 4) {
+    uint32_t v;
+    std::memcpy(&v, s, 4);
+    return v == 0x01010101u;
+  }
+  if (n == 8) {
+    uint64_t v;
+    std::memcpy(&v, s, 8);
+    return v == 0x0101010101010101ull;
+  }
+  for (size_t i = 0; i < n; ++i)
+    if (s[i] != 1) return false;
+  return true;
+}
+
+constexpr uint16_t kNone = 0xffff;
+
+void race_byte(Worker& w, RaceByte& r, uintptr_t addr, bool write, const void* pc) {
+  const uint64_t gen = w.arena.gen;
+  const unsigned me = static_cast<unsigned>(w.cur), warp = me >> 5;
+  if (write) {
+    if (r.wgen == gen && (r.wtid >> 5) != warp)
+      race_fault(w, "write-after-write", addr, true, r.wtid, r.wpc, true, pc);
+    if (r.rgen == gen) {
+      if ((r.rtid >> 5) != warp) race_fault(w, "write-after-read", addr, true, r.rtid, r.rpc, false, pc);
+      if (r.r2tid != kNone && (r.r2tid >> 5) != warp)
+        race_fault(w, "write-after-read", addr, true, r.r2tid, r.r2pc, false, pc);
+    }
+    r.wgen = gen;
+    r.wtid = static_cast<uint16_t>(me);
+    r.wpc = pc;
+  } else {
+    if (r.wgen == gen && (r.wtid >> 5) != warp)
+      race_fault(w, "read-after-write", addr, false, r.wtid, r.wpc, true, pc);
+    if (r.rgen != gen) {
+      r.rgen = gen;
+      r.rtid = static_cast<uint16_t>(me);
+      r.rpc = pc;
+      r.r2tid = kNone;
+    } else if (r.r2tid == kNone && (r.rtid >> 5) != warp) {
+      r.r2tid = static_cast<uint16_t>(me);
+      r.r2pc = pc;
+    }
+  }
+}
+
+inline void shared_access(Worker& w, size_t off, uintptr_t addr, size_t n, bool write, const void* pc) {
+  SharedArena& a = w.arena;
+  if (__builtin_expect(off + n > kWindow || !all_ok(a.ok + off, n), 0)) shared_oob(w, addr, n, write, pc);
+  if (!w.race) return;
+  for (size_t i = 0; i < n; ++i) race_byte(w, a.race[off + i], addr + i, write, pc);
+}
+}  // namespace
+
+// ---- device memory ---------------------------------------------------------------------
+struct DevRec {
+  uintptr_t lo;   // device view of byte 0
+  size_t size;
+  uintptr_t prog;  // the program's address of byte 0
+  uint8_t* init;   // 1 per byte written
+};
+
+namespace {
+constexpr int kPageBits = 12;
+constexpr int kL2Bits = 18;  // 1 GiB of pages per second-level table
+constexpr size_t kL1 = size_t(1) << (47 - kPageBits - kL2Bits);
+std::atomic<std::atomic<DevRec*>*> g_pages[kL1];
+std::mutex g_pages_mutex;
+
+inline DevRec* lookup(uintptr_t a) {
+  const uintptr_t pg = a >> kPageBits;
+  const uintptr_t i1 = pg >> kL2Bits;
+  if (i1 >= kL1) return nullptr;
+  std::atomic<DevRec*>* l2 = g_pages[i1].load(std::memory_order_acquire);
+  if (!l2) return nullptr;
+  return l2[pg & ((uintptr_t(1) << kL2Bits) - 1)].load(std::memory_order_relaxed);
+}
+void set_pages(uintptr_t lo, size_t len, DevRec* r) {
+  std::lock_guard<std::mutex> lk(g_pages_mutex);
+  for (uintptr_t pg = lo >> kPageBits; pg < (lo + len + (1u << kPageBits) - 1) >> kPageBits; ++pg) {
+    const uintptr_t i1 = pg >> kL2Bits;
+    if (i1 >= kL1) return;
+    std::atomic<DevRec*>* l2 = g_pages[i1].load();
+    if (!l2) {
+      if (!r) continue;
+      l2 = static_cast<std::atomic<DevRec*>*>(std::calloc(size_t(1) << kL2Bits, sizeof *l2));
+      if (!l2) {
+        std::fprintf(stderr, "sim: out of memory for the device page map\n");
+        std::abort();
+      }
+      g_pages[i1].store(l2, std::memory_order_release);
+    }
+    l2[pg & ((uintptr_t(1) << kL2Bits) - 1)].store(r, std::memory_order_relaxed);
+  }
+}
+// The record of a device-view address inside the allocation's data, or null.
+inline DevRec* data_rec(uintptr_t a, size_t n) {
+  DevRec* r = lookup(a);
+  return r && a - r->lo < r->size && n <= r->size - (a - r->lo) ? r : nullptr;
+}
+}  // namespace
+
+DevRec* track_device(uintptr_t dev_lo, size_t size, uintptr_t prog, uintptr_t pages_lo, size_t pages_len) {
+  auto* r = new DevRec{dev_lo, size, prog, static_cast<uint8_t*>(std::calloc(size ? size : 1, 1))};
+  if (!r->init) {
+    delete r;
+    return nullptr;
+  }
+  set_pages(pages_lo, pages_len, r);
+  shadow_fill(pages_lo, pages_len, kDeviceRedzone);
+  if (initcheck_on()) shadow_fill(dev_lo, size, kUnwritten);
+  else shadow_open(dev_lo, size);
+  return r;
+}
+void untrack_device(DevRec* r, uintptr_t pages_lo, size_t pages_len) {
+  if (!r) return;
+  set_pages(pages_lo, pages_len, nullptr);
+  shadow_fill(pages_lo, pages_len, 0);  // the addresses may hold anything next
+  std::free(r->init);
+  delete r;
+}
+namespace {
+// After r->init changed in data bytes [lo, hi): granules whose bytes are all written become
+// plain memory for the inline checks. `whole`: every byte of [lo, hi) is known to be written.
+void refresh_granules(const DevRec& r, size_t lo, size_t hi, bool whole) {
+  for (size_t g = lo & ~size_t(7); g < hi; g += 8) {
+    const size_t end = std::min(g + 8, r.size);
+    if (whole && g >= lo && g + 8 <= hi && end == g + 8) {  // interior: open a run at once
+      size_t run_end = std::min(hi & ~size_t(7), r.size & ~size_t(7));
+      shadow_open(r.lo + g, run_end - g);
+      g = run_end - 8;
+      continue;
+    }
+    bool all = true;
+    for (size_t i = g; i < end && all; ++i) all = r.init[i] != 0;
+    if (all) shadow_open(r.lo + g, end - g);
+  }
+}
+}  // namespace
+
+void mark_written(const void* p, size_t n) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  if (DevRec* r = data_rec(a, n)) {
+    std::memset(r->init + (a - r->lo), 1, n);
+    refresh_granules(*r, a - r->lo, a - r->lo + n, true);
+  }
+}
+void copy_written(void* dst, const void* src, size_t n) {
+  const uintptr_t d = reinterpret_cast<uintptr_t>(dst), s = reinterpret_cast<uintptr_t>(src);
+  DevRec* rd = data_rec(d, n);
+  if (!rd) return;
+  if (DevRec* rs = data_rec(s, n)) {
+    std::memmove(rd->init + (d - rd->lo), rs->init + (s - rs->lo), n);
+    refresh_granules(*rd, d - rd->lo, d - rd->lo + n, false);
+  } else {
+    mark_written(dst, n);
+  }
+}
+void mark_allocation_written(const void* p) {
+  if (DevRec* r = lookup(reinterpret_cast<uintptr_t>(p))) mark_written(reinterpret_cast<void*>(r->lo), r->size);
+}
+
+namespace {
+[[noreturn]] __attribute__((noinline)) void global_oob(Worker& w, const DevRec& r, uintptr_t a, size_t n,
+                                                       bool write, const void* pc) {
+  const uintptr_t prog = r.prog + (a - r.lo);
+  std::string rel;
+  if (a < r.lo) rel = strf("%zu bytes before the start of", static_cast<size_t>(r.lo - a));
+  else if (a >= r.lo + r.size) rel = past(static_cast<size_t>(a - r.lo - r.size));
+  else rel = strf("bytes %zu..%zu (past the end) of", static_cast<size_t>(a - r.lo), static_cast<size_t>(a - r.lo + n - 1));
+  w.fiber_fault(cudaErrorIllegalAddress,
+                strf("out-of-bounds global memory %s%s: %zu bytes at %p, %s cudaMalloc allocation %p "
+                     "(%zu bytes), %s (cudaErrorIllegalAddress)",
+                     write ? "write" : "read", at_line(pc).c_str(), n, reinterpret_cast<void*>(prog),
+                     rel.c_str(), reinterpret_cast<void*>(r.prog), r.size, who(w).c_str()));
+}
+[[noreturn]] __attribute__((noinline)) void uninit_read(Worker& w, const DevRec& r, uintptr_t a, size_t n,
+                                                        const void* pc) {
+  size_t first = 0;
+  while (first < n && r.init[a - r.lo + first]) ++first;
+  w.fiber_fault(cudaErrorLaunchFailure,
+                strf("uninitialised global memory read%s: %zu bytes at byte offset %zu of cudaMalloc "
+                     "allocation %p (%zu bytes), and no kernel, memset or copy has written byte %zu; %s "
+                     "(initcheck; SIM_INITCHECK=0 turns it off)",
+                     at_line(pc).c_str(), n, static_cast<size_t>(a - r.lo), reinterpret_cast<void*>(r.prog),
+                     r.size, static_cast<size_t>(a - r.lo + first), who(w).c_str()));
+}
+inline bool all_set(const uint8_t* s, size_t n) {
+  if (n == 4) {
+    uint32_t v;
+    std::memcpy(&v, s, 4);
+    return v == 0x01010101u;
+  }
+  for (size_t i = 0; i < n; ++i)
+    if (!s[i]) return false;
+  return true;
+}
+inline void global_access(Worker& w, DevRec& r, uintptr_t a, size_t n, bool write, const void* pc) {
+  const uintptr_t off = a - r.lo;
+  if (__builtin_expect(off >= r.size || n > r.size - off, 0)) global_oob(w, r, a, n, write, pc);
+  uint8_t* s = r.init + off;
+  if (write) {
+    if (!all_set(s, n)) {
+      std::memset(s, 1, n);
+      refresh_granules(r, off, off + n, false);
+    }
+  } else if (__builtin_expect(!all_set(s, n), 0) && initcheck_on()) {
+    uninit_read(w, r, a, n, pc);
+  }
+}
+}  // namespace
+
+// ---- globals of .cu files (GCC registers them with red zones) ------------------------
+namespace {
+struct AsanGlobal {  // GCC's layout (libsanitizer's __asan_global)
+  uintptr_t beg;
+  uintptr_t size;
+  uintptr_t size_with_redzone;
+  const char* name;
+  const char* module_name;
+  uintptr_t has_dynamic_init;
+  struct Loc {
+    const char* file;
+    int line, column;
+  } * location;
+  uintptr_t odr_indicator;
+};
+struct GlobalVar {
+  uintptr_t beg, size, end;  // end: past the red zone
+  const char* name;
+  const char* file;
+  int line;
+};
+std::vector<GlobalVar>* g_globals;  // sorted by beg; built by constructors before main
+std::atomic<uintptr_t> g_glo{~uintptr_t(0)}, g_ghi{0};
+
+[[noreturn]] __attribute__((noinline)) void global_var_oob(Worker& w, const GlobalVar& g, uintptr_t a, size_t n,
+                                                           bool write, const void* pc) {
+  w.fiber_fault(cudaErrorIllegalAddress,
+                strf("out-of-bounds global memory %s%s: %zu bytes at %p, %s __device__ variable '%s' "
+                     "(%zu bytes%s%s), %s (cudaErrorIllegalAddress)",
+                     write ? "write" : "read", at_line(pc).c_str(), n, reinterpret_cast<void*>(a),
+                     past(static_cast<size_t>(a - g.beg - g.size)).c_str(), g.name,
+                     static_cast<size_t>(g.size), g.file ? ", " : "",
+                     g.file ? strf("%s:%d", g.file, g.line).c_str() : "", who(w).c_str()));
+}
+inline void globals_access(Worker& w, uintptr_t a, size_t n, bool write, const void* pc) {
+  const std::vector<GlobalVar>& v = *g_globals;
+  auto it = std::upper_bound(v.begin(), v.end(), a, [](uintptr_t x, const GlobalVar& g) { return x < g.beg; });
+  if (it == v.begin()) return;
+  --it;
+  if (a + n > it->beg + it->size && a < it->end) global_var_oob(w, *it, a < it->beg + it->size ? it->beg + it->size : a, n, write, pc);
+}
+}  // namespace
+
+// An atomic: bounds and initialisation, never a race (called from sim/strict.h's
+// SIM_ATOMIC_CHECK_; the atomics themselves are not instrumented).
+void atomic_access(const void* p, size_t n) {
+  Worker* w = tl_worker;
+  if (!w || !w->in_block || w->cur < 0) return;
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  const void* pc = __builtin_return_address(0);
+  const size_t off = a - reinterpret_cast<uintptr_t>(w->arena.window);
+  if (off < kWindow) {
+    if (off + n > kWindow || !all_ok(w->arena.ok + off, n)) shared_oob(*w, a, n, true, pc);
+    return;
+  }
+  if (DevRec* r = lookup(a)) {
+    global_access(*w, *r, a, n, false, pc);  // an atomic reads the old value
+    global_access(*w, *r, a, n, true, pc);
+    return;
+  }
+  if (g_globals && a - g_glo.load() < g_ghi.load() - g_glo.load()) globals_access(*w, a, n, true, pc);
+}
+
+}  // namespace sim::detail
+
+// ---- the entry points GCC's instrumentation calls ------------------------------------
+#if !SIM_ASAN
+using namespace sim::detail;
+
+namespace {
+__attribute__((always_inline)) inline void on_access(uintptr_t a, size_t n, bool write, const void* pc) {
+  Worker* w = tl_worker;
+  if (__builtin_expect(!w || !w->in_block || w->cur < 0, 1)) return;
+  const size_t off = a - reinterpret_cast<uintptr_t>(w->arena.window);
+  if (off < kWindow) return shared_access(*w, off, a, n, write, pc);
+  if (DevRec* r = lookup(a)) return global_access(*w, *r, a, n, write, pc);
+  if (a - g_glo.load(std::memory_order_relaxed) < g_ghi.load(std::memory_order_relaxed) - g_glo.load(std::memory_order_relaxed))
+    globals_access(*w, a, n, write, pc);
+}
+}  // namespace
+
+extern "C" {
+// Called by the inline checks for a poisoned granule (and, past GCC's call threshold, for
+// every access: the plain entry points). The access proceeds after they return.
+#define SIM_HOOK(N)                                                                           \
+  void __asan_load##N##_noabort(uintptr_t a) { on_access(a, N, false, __builtin_return_address(0)); } \
+  void __asan_store##N##_noabort(uintptr_t a) { on_access(a, N, true, __builtin_return_address(0)); } \
+  void __asan_report_load##N##_noabort(uintptr_t a) { on_access(a, N, false, __builtin_return_address(0)); } \
+  void __asan_report_store##N##_noabort(uintptr_t a) { on_access(a, N, true, __builtin_return_address(0)); }
+SIM_HOOK(1)
+SIM_HOOK(2)
+SIM_HOOK(4)
+SIM_HOOK(8)
+SIM_HOOK(16)
+#undef SIM_HOOK
+void __asan_loadN_noabort(uintptr_t a, size_t n) { on_access(a, n, false, __builtin_return_address(0)); }
+void __asan_storeN_noabort(uintptr_t a, size_t n) { on_access(a, n, true, __builtin_return_address(0)); }
+void __asan_report_load_n_noabort(uintptr_t a, size_t n) { on_access(a, n, false, __builtin_return_address(0)); }
+void __asan_report_store_n_noabort(uintptr_t a, size_t n) { on_access(a, n, true, __builtin_return_address(0)); }
+
+void __asan_register_globals(AsanGlobal* g, size_t n) {
+  if (!g_globals) g_globals = new std::vector<GlobalVar>();
+  for (size_t i = 0; i < n; ++i) {
+    g_globals->push_back(GlobalVar{g[i].beg, g[i].size, g[i].beg + g[i].size_with_redzone, g[i].name,
+                                   g[i].location ? g[i].location->file : nullptr,
+                                   g[i].location ? g[i].location->line : 0});
+    shadow_fill(g[i].beg, g[i].size_with_redzone, kGlobalRedzone);
+    shadow_open(g[i].beg, g[i].size);
+  }
+  std::sort(g_globals->begin(), g_globals->end(),
+            [](const GlobalVar& x, const GlobalVar& y) { return x.beg < y.beg; });
+  if (!g_globals->empty()) {
+    g_glo.store(g_globals->front().beg);
+    uintptr_t hi = 0;
+    for (const GlobalVar& v : *g_globals) hi = std::max(hi, v.end);
+    g_ghi.store(hi);
+  }
+}
+void __asan_unregister_globals(AsanGlobal*, size_t) {}  // at exit: kernels no longer run
+void __asan_before_dynamic_init(const char*) {}
+void __asan_after_dynamic_init() {}
+void __asan_handle_no_return() {}
+}
+#endif
+
+// Public switches (sim/sim_api.h).
+namespace sim {
+void set_racecheck(bool on) { detail::g_racecheck.store(on ? 1 : 0); }
+void set_racecheck_all() { detail::g_racecheck.store(2); }
+bool racecheck() { return detail::racecheck_on(); }
+void set_initcheck(bool on) { detail::g_initcheck.store(on); }
+bool initcheck() { return detail::initcheck_on(); }
+}  // namespace sim

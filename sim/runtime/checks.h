@@ -1,0 +1,65 @@
+// Per-access checks of kernel memory accesses (runtime/checks.cpp): simcc compiles .cu files
+// with GCC's -fsanitize=kernel-address in call mode, so every load and store of a .cu file
+// calls __asan_{load,store}N_noabort, which this runtime defines. Inside a kernel they check:
+//  - shared memory: bounds against the block's arrays (red zones between them, empty space
+//    around them), and races between warps (racecheck);
+//  - device memory (cudaMalloc allocations): bounds, reads of never-written bytes (initcheck);
+//  - globals of .cu files (__device__/__constant__ variables): bounds (GCC's red zones).
+// Outside kernels they return at once. Private to the runtime; tested by tests/sim and
+// sim/examples/bugs, sim/examples/standard.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace sim::detail {
+
+struct Worker;
+
+// One block's shared memory on one worker: a reserved window, the block's arrays inside it
+// with red zones around each, a byte shadow (1 = addressable) and a race record per byte.
+struct RaceByte {  // per byte: different threads may own neighbouring bytes
+  uint64_t wgen, rgen;           // barrier interval of the last write / of the reads
+  const void *wpc, *rpc, *r2pc;  // code addresses of the writer, a reader, a reader of another warp
+  uint16_t wtid, rtid, r2tid;    // linear thread ids (r2tid: 0xffff when none)
+};
+struct SharedArray {
+  size_t off, size;  // offset from the block's shared base (may be negative: statics sit below)
+  const char* name;
+  const char* file;
+  int line;
+};
+struct SharedArena {
+  char* window = nullptr;  // kWindow bytes, NORESERVE
+  char* base = nullptr;    // the dynamic shared memory starts here; static arrays lie below
+  uint8_t* ok = nullptr;   // shadow per byte of the window
+  RaceByte* race = nullptr;  // per byte of the window
+  uint64_t gen = 1;        // current barrier interval (never reused)
+  size_t low = 0;          // bytes used below base (static arrays + red zones)
+  size_t dyn = 0;          // dynamic bytes at base
+  size_t static_bytes = 0;
+  std::vector<SharedArray> arrays;
+};
+void arena_begin_block(Worker& w, size_t dyn_bytes);  // sets w.block.dyn_smem
+void* arena_static(Worker& w, size_t bytes, size_t align, const char* name, const char* file,
+                   int line);
+void arena_end_block(Worker& w);
+
+// Device allocations (memory.cpp calls these).
+struct DevRec;
+DevRec* track_device(uintptr_t dev_lo, size_t size, uintptr_t prog, uintptr_t pages_lo,
+                     size_t pages_len);
+void untrack_device(DevRec* r, uintptr_t pages_lo, size_t pages_len);
+// Host-side device work wrote [p, p + n) of a device view (copies, memsets, cuBLAS, MPI).
+void mark_written(const void* p, size_t n);
+// A device-to-device copy: dst's bytes are as initialised as src's were.
+void copy_written(void* dst, const void* src, size_t n);
+void mark_allocation_written(const void* p);  // the whole allocation containing p
+
+bool racecheck_on();
+bool initcheck_on();
+// "f.cu:12" (or "function+0x1c in module") for a code address; "" if nothing is known.
+std::string code_line(const void* pc);
+
+}  // namespace sim::detail
