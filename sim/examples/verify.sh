@@ -49,5 +49,8 @@ fi
 env -u SIM_STREAMS "$out/query_poll" | grep -q "query_poll: ok" && ok "query_poll: a cudaEventQuery loop sees not-ready rounds and ends" || bad "query_poll"
 # One standard program per fault class, each caught in the default mode (bugs/run.sh).
 if bash "$here/bugs/run.sh" "$out/bugs"; then ok "bugs/: every buggy program caught"; else bad "bugs/"; fi
+# Independent standard programs, each in a correct version (must pass with no emulator message)
+# and a buggy one (must be caught): the checks find bugs without false alarms (standard/run.sh).
+if bash "$here/standard/run.sh" "$out/standard"; then ok "standard/: correct programs pass, buggy ones caught"; else bad "standard/"; fi
 echo "verify: $passed passed, $failed failed"
 exit $fail

@@ -1,11 +1,11 @@
-// expect: wrote out of bounds of cudaMalloc allocation
+// expect: out-of-bounds global memory write
 // Bug: the grid is rounded up to whole blocks and the kernel has no `if (i < n)` guard, so the
 // last block writes past the end of the buffer (compute-sanitizer: "Invalid __global__ write").
 #include <cstdio>
 
 __global__ void scale(float* v, float a) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
-  v[i] = a * v[i];  // BUG: no bounds check
+  v[i] = a * i;  // BUG: no bounds check
 }
 
 int main() {
