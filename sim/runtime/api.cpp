@@ -9,12 +9,6 @@
 #include "internal.h"
 
 namespace sim::detail {
-// A call the emulator refuses: sets e as the calling thread's last error (not sticky) and, in
-// abort mode only, prints one line to stderr, "sim: <call> returned <error name>: <why>"; the
-// program goes on. Record mode stays silent (tests provoke these errors on purpose). Returns e.
-cudaError_t refuse(cudaError_t e, const char* call, const char* why_fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
 namespace {
 bool event_valid(cudaEvent_t e) {
   std::lock_guard<std::mutex> lk(G().m);

@@ -235,6 +235,12 @@ cudaError_t sticky_error();            // cudaSuccess unless a kernel fault happ
 // Reports a fault: prints and aborts (FaultMode::Abort), or records it and makes
 // `err` sticky (FaultMode::Record).
 void report_fault(cudaError_t err, const std::string& msg);
+// A call the emulator refuses: sets e as the calling thread's last error (not sticky) and, in
+// abort mode only, prints one line to stderr, "sim: <call> returned <error name>: <why>"; the
+// program goes on. Record mode stays silent (tests provoke these errors on purpose). Returns e.
+// Defined in api.cpp.
+cudaError_t refuse(cudaError_t e, const char* call, const char* why_fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 void add_stats(unsigned long long blocks, unsigned long long threads,
                unsigned long long barriers, unsigned long long switches);
 void count_launch();

@@ -130,15 +130,6 @@ std::string freed_text(uintptr_t base, const Freed& f) {
               reinterpret_cast<void*>(base), f.size, f.kind == Kind::Host ? "cudaFreeHost" : "cudaFree",
               at.empty() ? "" : " at ", at.c_str());
 }
-// In abort mode a refused call says why on stderr (the program goes on, as with CUDA).
-cudaError_t refused(cudaError_t e, const std::string& why) {
-  if (G().s.fault_mode == FaultMode::Abort) {
-    std::fprintf(stderr, "sim: %s\n", why.c_str());
-    std::fflush(stderr);
-  }
-  return set_error(e);
-}
-
 cudaError_t fill_alloc(void** out, size_t size, Kind kind) {
   if (!out) return set_error(cudaErrorInvalidValue);
   if (const cudaError_t e = sticky_error()) return set_error(e);
@@ -211,7 +202,7 @@ cudaError_t release(void* p, bool host, const void* pc) {
       else if (const Freed* f = find_freed(x, &base); f && base == x) why = "already " + freed_text(base, *f);
       else if (find(p, &base)) why = strf("not the start of an allocation (byte %zu of %p)", size_t(x - base), reinterpret_cast<void*>(base));
       else why = "not an allocation of this device";
-      return refused(cudaErrorInvalidValue, strf("%s(%p) returned cudaErrorInvalidValue: %s", call, p, why.c_str()));
+      return refuse(cudaErrorInvalidValue, strf("%s(%p)", call, p).c_str(), "%s", why.c_str());
     }
     if (it->second.kind == Kind::Device) bad = check_redzones(it->second.map, it->second.size);
     size = it->second.size;
