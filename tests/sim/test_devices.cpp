@@ -23,13 +23,21 @@ namespace {
 // Sets k devices for one test and puts the count and the current device back afterwards.
 class SimDevices : public ::testing::Test {
  protected:
-  void SetUp() override { saved_ = sim::devices(); }
+  // Record mode: these tests ask for invalid devices on purpose, and in abort mode every
+  // refused call prints a line.
+  void SetUp() override {
+    saved_ = sim::devices();
+    saved_mode_ = sim::fault_mode();
+    sim::set_fault_mode(sim::FaultMode::Record);
+  }
   void TearDown() override {
     sim::set_devices(saved_);
     (void)cudaSetDevice(0);
     (void)cudaGetLastError();
+    sim::set_fault_mode(saved_mode_);
   }
   int saved_ = 1;
+  sim::FaultMode saved_mode_ = sim::FaultMode::Abort;
 };
 
 TEST_F(SimDevices, DefaultIsSimDevicesOrOne) {
