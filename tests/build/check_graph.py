@@ -56,7 +56,10 @@ def parse(files_section):
         lines = entry.strip("\n").split("\n")
         if not lines or lines[0].startswith("# Not a target:"):
             continue
-        head = next((l for l in lines if l and not l.startswith(("#", "\t"))), None)
+        # The rule line; not a target-specific variable (`target: VAR += value`), which make
+        # prints in the same entry.
+        head = next((l for l in lines if l and not l.startswith(("#", "\t")) and
+                     not re.match(r"^[^:]+:\s*[A-Za-z_][A-Za-z0-9_]*\s*[+:?!]?=", l)), None)
         m = re.match(r"^(.+?)::?(?!=)\s*(.*)$", head or "")
         if not m or re.fullmatch(r"\.[A-Z_]+", m.group(1).strip()):  # .PHONY, .DEFAULT_GOAL, ...
             continue
