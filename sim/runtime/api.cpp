@@ -118,11 +118,14 @@ void launch_refused(const LaunchParams& p, cudaError_t e, const char* why_fmt, .
 }
 
 // CUDA's limits: at most 1024 threads per block, block dimensions up to {1024, 1024, 64},
-// grid dimensions up to {2^31 - 1, 65535, 65535}, none of them 0.
+// grid dimensions up to {2^31 - 1, 65535, 65535}, none of them 0. The error is
+// cudaErrorInvalidValue: what CUDA 13.0's runtime returned for each of these cases on an H200
+// (driver 580.159.04, tests/sim/test_sim_runtime.cu, 2026-11-25); older runtimes, and the
+// programming guide's examples, say cudaErrorInvalidConfiguration.
 bool launch_config_ok(const LaunchParams& p) {
   const dim3 b = p.block, g = p.grid;
   const unsigned long long threads = static_cast<unsigned long long>(b.x) * b.y * b.z;
-  const cudaError_t e = cudaErrorInvalidConfiguration;
+  const cudaError_t e = cudaErrorInvalidValue;
   if (b.x == 0 || b.y == 0 || b.z == 0)
     launch_refused(p, e, "block (%ux%ux%u) has a zero dimension", b.x, b.y, b.z);
   else if (threads > kMaxThreads)
@@ -141,6 +144,14 @@ bool launch_config_ok(const LaunchParams& p) {
 }  // namespace sim::detail
 
 using namespace sim::detail;
+
+namespace sim::detail {
+namespace {
+// cudaDeviceReset calls so far (cuBLAS handles compare it with their creation's).
+std::atomic<unsigned long long> g_device_resets{0};
+}
+unsigned long long device_resets() { return g_device_resets.load(); }
+}  // namespace sim::detail
 
 extern "C" {
 const char* cudaGetErrorString(cudaError_t e) {
@@ -277,6 +288,7 @@ cudaError_t cudaDeviceSynchronize(void) {
 }
 cudaError_t cudaDeviceReset(void) {
   free_all_allocations();
+  sim::detail::g_device_resets.fetch_add(1);
   Global& g = G();
   {
     std::lock_guard<std::mutex> lk(g.m);

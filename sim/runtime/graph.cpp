@@ -67,7 +67,7 @@ bool is_created_stream(cudaStream_t s) {
   return !is_legacy(s) && s != cudaStreamPerThread;
 }
 
-cudaError_t capture_check(cudaStream_t stream) {
+cudaError_t capture_check(cudaStream_t stream, bool legacy_work) {
   if (g_active_captures.load(std::memory_order_relaxed) == 0 || tl_replay_depth > 0)
     return cudaSuccess;
   std::lock_guard<std::mutex> lk(GS().m);
@@ -76,12 +76,13 @@ cudaError_t capture_check(cudaStream_t stream) {
     it->second.invalid = true;
     return set_error(cudaErrorStreamCaptureUnsupported);
   }
-  return invalidate_guarding() ? set_error(cudaErrorStreamCaptureUnsupported) : cudaSuccess;
+  if (!invalidate_guarding()) return cudaSuccess;
+  return set_error(legacy_work ? cudaErrorStreamCaptureImplicit : cudaErrorStreamCaptureUnsupported);
 }
 
-cudaError_t capture_forbids(cudaStream_t stream) {
+cudaError_t capture_forbids(cudaStream_t stream, bool legacy_work) {
   if (!capture_active() || tl_replay_depth > 0) return cudaSuccess;
-  if (const cudaError_t e = capture_check(stream)) return e;
+  if (const cudaError_t e = capture_check(stream, legacy_work)) return e;
   if (lazy_streams()) {  // a synchronising call: the stream's queued work, or everything
     if (is_created_stream(stream))
       lazy_drain(stream, std::numeric_limits<unsigned long long>::max());

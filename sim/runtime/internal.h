@@ -250,12 +250,14 @@ const char* kind_name(int warp_kind);
 // Stream capture (graph.cpp). capture_forbids: cudaSuccess, or -- when a global-mode capture
 // is active (or a thread-local one on this thread) and the call is not part of a replay --
 // the capture is invalidated and cudaErrorStreamCaptureUnsupported set and returned, as CUDA
-// does for synchronous calls (cudaMemcpy, cudaMalloc, cudaDeviceSynchronize, ...). Given the
-// capturing stream itself (cudaStreamSynchronize), any capture mode refuses.
-cudaError_t capture_forbids(cudaStream_t stream = nullptr);
+// does for synchronous calls (cudaMalloc, cudaDeviceSynchronize, ...). Given the capturing
+// stream itself (cudaStreamSynchronize), any capture mode refuses. legacy_work: the call puts
+// work on the legacy stream (cudaMemcpy, cudaMemset): CUDA 13.0 answers
+// cudaErrorStreamCaptureImplicit for those (seen on an H200, driver 580.159.04, 2026-11-25).
+cudaError_t capture_forbids(cudaStream_t stream = nullptr, bool legacy_work = false);
 // The same check without the lazy mode's draining (cudaEventSynchronize drains only up to
 // its event's record).
-cudaError_t capture_check(cudaStream_t stream = nullptr);
+cudaError_t capture_check(cudaStream_t stream = nullptr, bool legacy_work = false);
 bool in_replay();                          // inside a graph replay or a lazy node's work
 bool is_created_stream(cudaStream_t s);   // not the legacy or per-thread stream
 bool capture_active_on(cudaStream_t s);   // s is being captured into a graph
@@ -348,6 +350,9 @@ void check_all_redzones(const char* when);  // every allocation (cudaDeviceSynch
 // every device pointer before touching memory.
 void* device_view(const void* p);
 void free_all_allocations();
+// How many cudaDeviceReset (sim::reset) calls this process has made: a cuBLAS handle remembers
+// the count at its creation, and one created before a reset is refused after it.
+unsigned long long device_resets();
 // ---- streams/events (state.cpp) ----
 bool stream_valid(cudaStream_t s);
 

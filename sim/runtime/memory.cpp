@@ -391,7 +391,7 @@ cudaError_t cudaFreeHost(void* p) {
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
   if (const cudaError_t e = sticky_error()) return set_error(e);
-  if (const cudaError_t e = capture_forbids()) return e;
+  if (const cudaError_t e = capture_forbids(nullptr, /*legacy_work=*/true)) return e;
   if (static_cast<unsigned>(kind) > 4) return set_error(cudaErrorInvalidMemcpyDirection);
   if (count == 0) return cudaSuccess;
   if (!dst || !src || !copy_ok(dst, src, count, kind)) return set_error(cudaErrorInvalidValue);
@@ -424,7 +424,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpy
 cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
                          size_t height, cudaMemcpyKind kind) {
   if (const cudaError_t e = sticky_error()) return set_error(e);
-  if (const cudaError_t e = capture_forbids()) return e;
+  if (const cudaError_t e = capture_forbids(nullptr, /*legacy_work=*/true)) return e;
   if (static_cast<unsigned>(kind) > 4) return set_error(cudaErrorInvalidMemcpyDirection);
   if (width == 0 || height == 0) return cudaSuccess;
   if (width > dpitch || width > spitch) return set_error(cudaErrorInvalidPitchValue);
@@ -442,7 +442,7 @@ cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitc
 }
 cudaError_t cudaMemset(void* p, int value, size_t count) {
   if (const cudaError_t e = sticky_error()) return set_error(e);
-  if (const cudaError_t e = capture_forbids()) return e;
+  if (const cudaError_t e = capture_forbids(nullptr, /*legacy_work=*/true)) return e;
   if (count == 0) return cudaSuccess;
   {
     std::lock_guard<std::mutex> lk(mem_mutex());

@@ -72,16 +72,17 @@ bool on_kernel_fiber(const Worker* w) {
 // A GPU refuses such a launch. The CUDA C++ Programming Guide (launch bounds): "A kernel
 // will fail to launch if it is executed with more threads per block than its launch bound
 // maxThreadsPerBlock"; cudaFuncAttributes::maxThreadsPerBlock is documented as "the maximum
-// number of threads per block, beyond which a launch of the function would fail", and the
-// runtime's error for that is cudaErrorLaunchOutOfResources (701, "too many resources
-// requested for launch": "... the kernel launch specifies too many threads for the kernel's
-// register count"), a launch error that leaves the context usable (not sticky).
+// number of threads per block, beyond which a launch of the function would fail". The error
+// is cudaErrorInvalidValue, a launch error that leaves the context usable (not sticky): what
+// CUDA 13.0's runtime returned on an H200 (driver 580.159.04, tests/sim/test_sim_bounds_align.cu,
+// 2026-11-25). The documentation of cudaErrorLaunchOutOfResources ("too many threads for the
+// kernel's register count") suggested 701, which the emulator answered before that run.
 void launch_bounds_exceeded(const Bounds& b, unsigned long long threads, const char* file, int line) {
   Worker* w = tl_worker;
   if (!w || !w->in_block || !w->L) return;
   Launch& L = *w->L;
   int none = 0;
-  if (L.refused.compare_exchange_strong(none, cudaErrorLaunchOutOfResources) &&
+  if (L.refused.compare_exchange_strong(none, cudaErrorInvalidValue) &&
       settings().fault_mode == FaultMode::Abort) {
     const std::string bounds =
         b.min_blocks || b.max_cluster
@@ -89,7 +90,7 @@ void launch_bounds_exceeded(const Bounds& b, unsigned long long threads, const c
                    b.max_cluster ? strf(", %lld", b.max_cluster).c_str() : "")
             : strf("%lld", b.max_threads);
     std::fprintf(stderr,
-                 "sim: launch of kernel '%s' at %s:%d refused (cudaErrorLaunchOutOfResources): "
+                 "sim: launch of kernel '%s' at %s:%d refused (cudaErrorInvalidValue): "
                  "block of %llu threads (%ux%ux%u) is over the kernel's __launch_bounds__(%s) "
                  "at %s:%d\n",
                  L.name, L.file, L.line, threads, L.block.x, L.block.y, L.block.z, bounds.c_str(),

@@ -1,6 +1,8 @@
 // Launch bounds and misaligned addresses (sim/strict.h, runtime/strict.cpp, simcc).
 // (a) A launch with more threads per block than the kernel's __launch_bounds__ fails with
-//     cudaErrorLaunchOutOfResources, runs nothing and is not sticky; at the bound it runs.
+//     cudaErrorInvalidValue (what CUDA 13.0 answered on an H200, 2026-11-25; the emulator
+//     said cudaErrorLaunchOutOfResources before), runs nothing and is not sticky; at the
+//     bound it runs.
 //     These tests are valid CUDA and also build under nvcc; the emulator-only parts (messages,
 //     the three-argument form, sim:: calls) are inside #ifdef SIM_EMULATOR.
 // (b) Misaligned vector loads/stores and atomics in a kernel are the sticky
@@ -77,7 +79,7 @@ template <class Launch>
 void expect_refused(DeviceBuffer<unsigned>& count, Launch launch, const std::string& what) {
   ASSERT_CUDA_OK(cudaMemset(count.get(), 0, count.bytes()));
   launch(count.get());
-  EXPECT_EQ(cudaGetLastError(), cudaErrorLaunchOutOfResources) << what;
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue) << what;
   EXPECT_EQ(cudaGetLastError(), cudaSuccess) << "not sticky: " << what;
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
   EXPECT_EQ(read_count(count), 0u) << "no thread of a refused launch may run: " << what;
@@ -173,10 +175,10 @@ TEST_F(SimBoundsAlign, RefusalPrintsOneLineInAbortMode) {
   const cudaError_t e = cudaGetLastError();
   const std::string err = ::testing::internal::GetCapturedStderr();
   sim::set_fault_mode(sim::FaultMode::Record);
-  EXPECT_EQ(e, cudaErrorLaunchOutOfResources);
+  EXPECT_EQ(e, cudaErrorInvalidValue);
   EXPECT_EQ(read_count(count), 0u);
   EXPECT_NE(err.find("launch of kernel 'bounded_count'"), std::string::npos) << err;
-  EXPECT_NE(err.find("cudaErrorLaunchOutOfResources"), std::string::npos) << err;
+  EXPECT_NE(err.find("cudaErrorInvalidValue"), std::string::npos) << err;
   EXPECT_NE(err.find("96 threads (32x3x1)"), std::string::npos) << err;
   EXPECT_NE(err.find("__launch_bounds__(64) at "), std::string::npos) << err;
   EXPECT_NE(err.find(kThisFile + ":" + std::to_string(kBoundedLine)), std::string::npos) << err;

@@ -78,7 +78,7 @@ TEST_F(SimFuncAttrs, AttributesAfterLaunchesAndWithoutBounds) {
   EXPECT_EQ(e, cudaSuccess);
   EXPECT_EQ(max_threads(attr_template<128>), 128);
   EXPECT_EQ(launch_and_count(attr_template<128>, count, 129, &e), 0u);
-  EXPECT_EQ(e, cudaErrorLaunchOutOfResources);
+  EXPECT_EQ(e, cudaErrorInvalidValue);
 }
 
 TEST_F(SimFuncAttrs, HeaderKernelOverItsBoundIsRefused) {
@@ -87,11 +87,11 @@ TEST_F(SimFuncAttrs, HeaderKernelOverItsBoundIsRefused) {
   cudaError_t e = cudaSuccess;
   EXPECT_EQ(launch_and_count(header_bounded_count, count, kHeaderBound + 1, &e), 0u)
       << "no thread of a refused launch may run";
-  EXPECT_EQ(e, cudaErrorLaunchOutOfResources);
+  EXPECT_EQ(e, cudaErrorInvalidValue);
   EXPECT_EQ(launch_and_count(header_bounded_count, count, kHeaderBound, &e), 2u * kHeaderBound);
   EXPECT_EQ(e, cudaSuccess);
   EXPECT_EQ(launch_and_count(header_bounded_count, count, 1024, &e), 0u);
-  EXPECT_EQ(e, cudaErrorLaunchOutOfResources);
+  EXPECT_EQ(e, cudaErrorInvalidValue);
 }
 
 #ifdef SIM_EMULATOR
@@ -115,7 +115,7 @@ TEST_F(SimFuncAttrs, HeaderKernelRefusalNamesTheHeader) {
   const cudaError_t e = cudaGetLastError();
   const std::string err = ::testing::internal::GetCapturedStderr();
   sim::set_fault_mode(sim::FaultMode::Record);
-  EXPECT_EQ(e, cudaErrorLaunchOutOfResources);
+  EXPECT_EQ(e, cudaErrorInvalidValue);
   EXPECT_NE(err.find("launch of kernel 'header_bounded_count' at "), std::string::npos) << err;
   EXPECT_NE(err.find("test_sim_func_attrs.cu:"), std::string::npos) << err;
   EXPECT_NE(err.find("__launch_bounds__(48) at "), std::string::npos) << err;
@@ -176,7 +176,7 @@ TEST_F(SimFuncAttrs, RefusedCallsPrintOneLineEachInAbortModeOnly) {
   (void)cudaGetLastError();
 }
 
-TEST_F(SimFuncAttrs, InvalidConfigurationPrintsOneLineInAbortMode) {
+TEST_F(SimFuncAttrs, OverTheLimitsPrintsOneLineInAbortMode) {
   DeviceBuffer<unsigned> count(1);
   ASSERT_CUDA_OK(count.status());
   sim::set_fault_mode(sim::FaultMode::Abort);  // a refused launch does not abort
@@ -185,9 +185,9 @@ TEST_F(SimFuncAttrs, InvalidConfigurationPrintsOneLineInAbortMode) {
   const cudaError_t e = cudaGetLastError();
   const std::string err = ::testing::internal::GetCapturedStderr();
   sim::set_fault_mode(sim::FaultMode::Record);
-  EXPECT_EQ(e, cudaErrorInvalidConfiguration);
+  EXPECT_EQ(e, cudaErrorInvalidValue);
   EXPECT_NE(err.find("sim: launch of kernel 'attr_unbounded' at "), std::string::npos) << err;
-  EXPECT_NE(err.find(" refused (cudaErrorInvalidConfiguration): 1025 threads per block, over the "
+  EXPECT_NE(err.find(" refused (cudaErrorInvalidValue): 1025 threads per block, over the "
                      "limit of 1024"),
             std::string::npos)
       << err;

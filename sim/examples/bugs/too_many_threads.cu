@@ -1,7 +1,7 @@
 // expect: refused
 // Bug: one block per matrix row with one thread per column; the row length grew to 1025 and a
-// block cannot have more than 1024 threads. The launch fails with
-// cudaErrorInvalidConfiguration ("invalid configuration argument") and nothing runs; the
+// block cannot have more than 1024 threads. The launch fails (CUDA 13.0 says
+// cudaErrorInvalidValue, older runtimes cudaErrorInvalidConfiguration) and nothing runs; the
 // program checks cudaGetLastError and exits 1.
 #include <cstdio>
 

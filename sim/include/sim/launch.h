@@ -28,11 +28,11 @@ struct LaunchParams {
 // false: the launch must not run (invalid configuration or sticky error; last error set)
 bool launch_prepare(LaunchParams& p);
 // For launch_prepare (runtime/api.cpp): false, the error set and the refusal printed as below,
-// when the grid or block dimensions are invalid (cudaErrorInvalidConfiguration).
+// when the grid or block dimensions are invalid (cudaErrorInvalidValue, as CUDA 13.0 answers).
 bool launch_config_ok(const LaunchParams& p);
 // A launch refused before it runs: sets e as the launching thread's last error (not sticky)
 // and, in abort mode only, prints one line to stderr:
-//   sim: launch of kernel 'k' at f.cu:20 refused (cudaErrorInvalidConfiguration): <why>
+//   sim: launch of kernel 'k' at f.cu:20 refused (cudaErrorInvalidValue): <why>
 void launch_refused(const LaunchParams& p, cudaError_t e, const char* why_fmt, ...)
     __attribute__((format(printf, 3, 4)));
 // A pointer argument must be null or device-accessible memory; *view is then the address the

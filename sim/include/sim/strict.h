@@ -3,7 +3,7 @@
 //    attribute (it expands to nothing) and inserts, right after the opening `{` of the
 //    kernel's body and on the same line, a check of the launch's block size against it
 //    (`::sim::detail::launch_bounds`). A launch over the bound is refused with
-//    cudaErrorLaunchOutOfResources before any kernel code runs (runtime/strict.cpp).
+//    cudaErrorInvalidValue before any kernel code runs (runtime/strict.cpp).
 //    cudaFuncGetAttributes reports the bound as maxThreadsPerBlock: simcc registers a
 //    non-template kernel's bound at static initialisation (SIM_LAUNCH_BOUNDS_REGISTER_ after
 //    the kernel's body, same line), and the check records a kernel template instantiation's
@@ -28,7 +28,7 @@ struct Bounds {
       : max_threads(t), min_blocks(b), max_cluster(c) {}
 };
 
-// Refuses the running launch: records cudaErrorLaunchOutOfResources for the launching
+// Refuses the running launch: records cudaErrorInvalidValue for the launching
 // thread (not sticky), prints a line in abort mode, abandons the launch (throws
 // out of the kernel; nothing of it has run yet).
 void launch_bounds_exceeded(const Bounds& b, unsigned long long threads, const char* file, int line);
