@@ -4,6 +4,7 @@
 // tests/kernels/test_gemm.cpp and bench/gemm_bench.cpp.
 #include "gemm/gemm.h"
 
+#include <mutex>
 #include <string>
 
 #include "common/check.h"
@@ -21,15 +22,18 @@ void cublas_check(cublasStatus_t st, const char* what) {
                         std::to_string(static_cast<int>(st)));
 }
 
-// One handle per process, created on first use. Deliberately never destroyed: at static
-// destruction the CUDA runtime may already be gone, and the OS reclaims it anyway.
+// One handle per process, created on first use and destroyed only by
+// gemm_release_workspaces() (before a cudaDeviceReset, which would leave it pointing at freed
+// device state: on an H200 the next cublasSgemm failed with status 13, then a kernel with an
+// illegal address). Never destroyed at exit: at static destruction the CUDA runtime may
+// already be gone, and the OS reclaims it anyway.
+std::mutex handle_mutex;
+cublasHandle_t handle = nullptr;
+
 cublasHandle_t cublas_handle() {
-  static cublasHandle_t h = [] {
-    cublasHandle_t x = nullptr;
-    cublas_check(cublasCreate(&x), "cublasCreate");
-    return x;
-  }();
-  return h;
+  std::lock_guard<std::mutex> lock(handle_mutex);
+  if (!handle) cublas_check(cublasCreate(&handle), "cublasCreate");
+  return handle;
 }
 
 // cuBLAS has no fused bias/sigmoid, so variant 0 pays one more pass over D: threadIdx.x
@@ -75,6 +79,12 @@ void gemm_cublas(const GemmArgs<T>& a, cudaStream_t s) {
                              a.D, a.ldd), "cublasDgemm");
   if (a.epilogue != Epilogue::None)
     gemm_bias_epilogue(a.M, a.N, a.D, a.ldd, a.bias, a.epilogue == Epilogue::BiasSigmoid, s);
+}
+
+void release_cublas_handle() {
+  std::lock_guard<std::mutex> lock(handle_mutex);
+  if (handle) (void)cublasDestroy(handle);  // errors ignored: a reset, often after a fault, follows
+  handle = nullptr;
 }
 
 template void gemm_cublas<float>(const GemmArgs<float>&, cudaStream_t);

@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <utility>
+#include <vector>
 
 #include "common/check.h"
 #include "gemm/4_warptile.h"
@@ -44,11 +45,17 @@ int plan_splits(int cfg, int M, int N, int K, int sms) {
 }
 
 // Split-K scratch, one per (device, stream) so GEMMs on different streams never share it.
-// Grown on demand (the trainer's shapes are fixed, so after the first batch this is a lookup);
-// never freed: at static destruction the CUDA runtime may already be gone.
+// Grown on demand (the trainer's shapes are fixed, so after the first batches this is a lookup).
+// A buffer outgrown is retired, not freed: a CUDA Graph captured earlier (--graph) holds its
+// address and replays write to it. Freeing it made the next replay fault on an H200
+// (2026-11-25: nn_train --graph, once the evaluation's larger split-K GEMM grew the scratch;
+// tests/kernels/test_gemm_warptile.cpp's GraphKeepsItsScratchWhenALaterGemmGrowsIt).
+// Everything is freed by gemm_release_workspaces() only, before a reset; never at exit: at
+// static destruction the CUDA runtime may already be gone.
 namespace {
 std::mutex mu;
 auto* all = new std::map<std::pair<int, cudaStream_t>, Workspace>;
+auto* retired = new std::vector<void*>;  // outgrown buffers, kept for captured graphs
 }  // namespace
 
 Workspace& workspace(cudaStream_t s, std::size_t partial_bytes, std::size_t n_counters) {
@@ -56,19 +63,15 @@ Workspace& workspace(cudaStream_t s, std::size_t partial_bytes, std::size_t n_co
   CUDA_CHECK(cudaGetDevice(&dev));
   std::lock_guard<std::mutex> lock(mu);
   Workspace& w = (*all)[{dev, s}];
-  // Growing frees buffers that earlier split-K launches on this stream may still use:
-  // wait for them explicitly rather than rely on cudaFree's implicit synchronisation.
   // (One workspace per (device, stream): the stream must not be destroyed while in use.)
-  if ((w.partial && w.partial_bytes < partial_bytes) || (w.counters && w.n_counters < n_counters))
-    CUDA_CHECK(cudaStreamSynchronize(s));
   if (w.partial_bytes < partial_bytes) {
-    if (w.partial) CUDA_CHECK(cudaFree(w.partial));
+    if (w.partial) retired->push_back(w.partial);
     w.partial = nullptr;
     CUDA_CHECK(cudaMalloc(&w.partial, partial_bytes));
     w.partial_bytes = partial_bytes;
   }
   if (w.n_counters < n_counters) {
-    if (w.counters) CUDA_CHECK(cudaFree(w.counters));
+    if (w.counters) retired->push_back(w.counters);
     w.counters = nullptr;
     CUDA_CHECK(cudaMalloc(&w.counters, n_counters * sizeof(unsigned)));
     CUDA_CHECK(cudaMemsetAsync(w.counters, 0, n_counters * sizeof(unsigned), s));
@@ -86,7 +89,9 @@ void release_workspaces() {
     (void)cudaFree(w.partial);
     (void)cudaFree(w.counters);
   }
+  for (void* p : *retired) (void)cudaFree(p);
   all->clear();
+  retired->clear();
   (void)cudaGetLastError();
 }
 }  // namespace
@@ -100,8 +105,15 @@ const char* warptile_config_name(int cfg) {
   return cfg >= 0 && cfg < kWarptileConfigs ? names[cfg] : "unknown";
 }
 
-// Not yet tuned on hardware (see bench/README.md): the largest tile that still gives every
-// SM two blocks, else the smallest; 16x64 for M <= 16; then split-K if SMs are still idle.
+// Tuned on an H200 (132 SMs, gemm_bench --configs, 2026-11-25; bench/README.md): over the
+// trainer's 15 shapes at p = 1, 2, 4 and 4096^3 this picks the fastest of the four
+// configurations every time (the plan it replaced lost up to 1.44x, on dW1).
+//   M <= 16 (the 10-class layer): 16x64.
+//   64x64 when its tiles give every SM two blocks, or when they leave SMs idle and K is long
+//   enough for split-K to fill them (the weight gradients, K = batch; forward1 at p = 4).
+//   Otherwise (K short, or between one and two blocks per SM) 64x32.
+//   128x64 never won: it stays available to gemm_warptile_with_config.
+// Then split-K if SMs are still idle (plan_splits).
 WarptilePlan warptile_plan(int M, int N, int K) {
   namespace wt = gemm_detail::warptile;
   const int sms = wt::sm_count();
@@ -109,8 +121,8 @@ WarptilePlan warptile_plan(int M, int N, int K) {
   if (M <= 16) {
     cfg = 3;
   } else {
-    for (int c = 0; c < 3; ++c)
-      if (wt::tiles(c, M, N) >= 2 * sms) { cfg = c; break; }
+    const int t = wt::tiles(1, M, N);
+    if (t >= 2 * sms || (t < sms && K >= 128)) cfg = 1;
   }
   return {cfg, wt::plan_splits(cfg, M, N, K, sms)};
 }
@@ -118,5 +130,8 @@ WarptilePlan warptile_plan(int M, int N, int K) {
 }  // namespace nn::gemm_tuning
 
 namespace nn {
-void gemm_release_workspaces() { gemm_detail::warptile::release_workspaces(); }
+void gemm_release_workspaces() {
+  gemm_detail::warptile::release_workspaces();
+  gemm_detail::release_cublas_handle();
+}
 }  // namespace nn

@@ -62,9 +62,10 @@ std::string gemm_variants_help();
 template <class T>
 void gemm(int variant, const GemmArgs<T>& a, cudaStream_t s = 0);
 int gemm_default_variant();  // the best of ours: 4
-// Frees the split-K scratch that variant 4 caches per stream. Call it before cudaDeviceReset,
-// which frees device memory behind the cache's back (as cuBLAS handles must be destroyed
-// first); errors are ignored, since a reset often follows a fault.
+// Frees the split-K scratch that variant 4 caches per stream and destroys variant 0's cuBLAS
+// handle. Call it before cudaDeviceReset, which frees device memory behind their backs (a
+// handle used after a reset fails on a GPU, and the emulator refuses it); errors are
+// ignored, since a reset often follows a fault.
 void gemm_release_workspaces();
 
 // Tile configurations of variant 4, exposed so the bench can compare them. gemm(4, ...)
@@ -98,6 +99,8 @@ inline constexpr int kMaxColumnsPerLaunch = 65535 * 8;
 #define NN_GEMM_DECLARE(n, name, state, help) \
   template <class T> void gemm_##name(const GemmArgs<T>& a, cudaStream_t s);
 NN_GEMM_VARIANTS(NN_GEMM_DECLARE)
+// Destroys variant 0's process-wide cuBLAS handle (the next call creates a new one).
+void release_cublas_handle();
 #undef NN_GEMM_DECLARE
 // Variant 4 with a forced tile configuration: cfg < 0: chosen per shape; splits == 0: chosen
 // per shape (see 4_warptile_plan.cu). gemm_warptile(a, s) is warptile_run(a, s, -1, 0).

@@ -126,3 +126,22 @@ TEST(GemmApi, InvalidArgumentsThrow) {
 }
 
 }  // namespace
+
+// gemm_release_workspaces() before a cudaDeviceReset, then every variant works again: the reset
+// frees what variant 0's cuBLAS handle and variant 4's split-K scratch point at, so both must be
+// let go first. On an H200 (2026-11-25) a handle kept across a reset made the next cublasSgemm
+// fail (status 13) and a later kernel fault with an illegal address; the emulator refuses such
+// a handle, so without the release this test fails in both builds.
+TEST(GemmApi, EveryVariantWorksAfterReleaseAndDeviceReset) {
+  Case c;
+  c.M = 67;
+  c.N = 45;
+  c.K = 130;  // big enough for variant 4 to take its split-K path on a small device
+  for (int v = 0; v < nn::kGemmVariants; ++v) run_variant<float>(v, c, 3);
+  nn::gemm_release_workspaces();
+  ASSERT_EQ(cudaDeviceReset(), cudaSuccess);
+  for (int v = 0; v < nn::kGemmVariants; ++v) run_variant<float>(v, c, 4);
+  nn::gemm_release_workspaces();  // twice in a row is harmless
+  nn::gemm_release_workspaces();
+  run_variant<float>(0, c, 5);
+}

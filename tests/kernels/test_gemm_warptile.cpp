@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/device_buffer.h"
+#include "common/stream.h"
 #include "gemm/gemm.h"
 #include "gemm_problem.h"
 #include "schedules.h"
@@ -96,6 +97,51 @@ TEST(GemmWarptile, SplitKIsDeterministic) {
   });
   for (const auto& o : outs)
     EXPECT_EQ(std::memcmp(o.data(), outs[0].data(), o.size() * sizeof(float)), 0);
+}
+
+// A CUDA Graph captured around a split-K GEMM keeps the address of the stream's split-K scratch.
+// A later, larger split-K GEMM on the same stream grows the scratch: the old buffer must stay
+// valid for the graph's replays (on an H200, freeing it made nn_train --graph fault with an
+// illegal address once the evaluation's GEMM grew the scratch, 2026-11-25; the emulator
+// refuses the replay's launch on freed memory). The replay must give the eager result.
+TEST(GemmWarptile, GraphKeepsItsScratchWhenALaterGemmGrowsIt) {
+  nn::gemm_release_workspaces();  // start with no scratch on any stream
+  const int M = 10, N = 64, K = 512, big_N = 640;
+  std::vector<float> hA(static_cast<std::size_t>(M) * K), hB(static_cast<std::size_t>(K) * big_N);
+  for (std::size_t i = 0; i < hA.size(); ++i) hA[i] = static_cast<float>((i * 7) % 13) / 13.0f - 0.5f;
+  for (std::size_t i = 0; i < hB.size(); ++i) hB[i] = static_cast<float>((i * 5) % 11) / 11.0f - 0.5f;
+  nn::DeviceBuffer<float> A(hA.size()), B(hB.size()), D(static_cast<std::size_t>(M) * N),
+      big_D(static_cast<std::size_t>(M) * big_N);
+  A.upload(hA.data(), hA.size());
+  B.upload(hB.data(), hB.size());
+  nn::Stream stream;
+  const cudaStream_t s = stream.get();
+  GemmArgs<float> small;
+  small.M = M, small.N = N, small.K = K, small.A = A.get(), small.lda = M, small.B = B.get(),
+  small.ldb = K, small.D = D.get(), small.ldd = M;
+  GemmArgs<float> big = small;
+  big.N = big_N, big.D = big_D.get();
+  // Eager first (the scratch is allocated outside the capture, as the trainer does).
+  nn::gemm_tuning::gemm_warptile_with_config(3, 2, small, s);
+  std::vector<float> eager(static_cast<std::size_t>(M) * N), replayed(eager.size());
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  D.download(eager.data(), eager.size());
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  nn::gemm_tuning::gemm_warptile_with_config(3, 2, small, s);
+  ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  // 10 tiles x 8 slices: more scratch and more counters than the captured GEMM's 1 x 2.
+  nn::gemm_tuning::gemm_warptile_with_config(3, 8, big, s);
+  ASSERT_EQ(cudaMemsetAsync(D.get(), 0, D.size() * sizeof(float), s), cudaSuccess);
+  for (int r = 0; r < 3; ++r) ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  D.download(replayed.data(), replayed.size());
+  EXPECT_EQ(std::memcmp(replayed.data(), eager.data(), eager.size() * sizeof(float)), 0);
+  EXPECT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
+  EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+  nn::gemm_release_workspaces();
 }
 
 TEST(GemmWarptile, PlanIsValid) {

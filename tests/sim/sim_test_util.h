@@ -87,11 +87,13 @@ void for_each_schedule(Fn&& fn) {
 class SimTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    // The project's cached device state (variant 4's scratch, variant 0's cuBLAS handle) must
+    // not outlive a reset, the emulator's below or a test's own cudaDeviceReset (on a GPU too).
+    nn::gemm_release_workspaces();
 #ifdef SIM_EMULATOR
     saved_order_ = sim::order();
     saved_seed_ = sim::seed();
     saved_workers_ = sim::workers();
-    nn::gemm_release_workspaces();  // cached device memory must not outlive the reset
     sim::reset();
     sim::set_fault_mode(sim::FaultMode::Record);
 #endif
@@ -103,7 +105,9 @@ class SimTest : public ::testing::Test {
     sim::set_fault_mode(sim::FaultMode::Abort);
     sim::set_order(saved_order_, saved_seed_);
     if (sim::workers() != saved_workers_) sim::set_workers(saved_workers_);
+#endif
     nn::gemm_release_workspaces();
+#ifdef SIM_EMULATOR
     sim::reset();
 #endif
     (void)cudaGetLastError();
