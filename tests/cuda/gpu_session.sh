@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# Everything a short lease on a GPU machine can tell us, in one call, most valuable first:
+#   bash tests/cuda/gpu_session.sh KIT OUT [BUDGET_S]
+# KIT: the folder holding kit.txz from tests/cuda/gpu_kit.sh (the CUDA build and the libraries
+# it needs); OUT: where logs.tgz and summary.txt go; BUDGET_S (default 420): the whole script's time.
+# Each step has its own limit and never runs past the budget; a step that fails is reported and
+# the next one runs. The last lines are a table: step, status, seconds, what it found.
+# Run from the repository root (bench/peer_torch.py is read from there).
+set -uo pipefail
+KIT=$(readlink -f "${1:?usage: gpu_session.sh KIT OUT [BUDGET_S]}")
+OUT=$(mkdir -p "${2:?usage: gpu_session.sh KIT OUT [BUDGET_S]}" && readlink -f "$2")
+BUDGET=${3:-420}
+# Logs and CSVs go to LOGS, packed into OUT/logs.tgz after every step (so a run cut short still
+# returns what it had); OUT itself holds only logs.tgz and summary.txt.
+LOGS=$OUT.logs
+rm -rf "$LOGS" && mkdir -p "$LOGS"
+T0=$SECONDS
+rows=()
+log() { echo "[$((SECONDS - T0)) s] $*"; }
+
+# ---- unpack and wire up (Open MPI's Debian paths, the libraries, the data) ----
+R=/tmp/nnkit
+rm -rf "$R" && mkdir -p "$R"
+if command -v xz >/dev/null; then tar -C "$R" -xJf "$KIT/kit.txz"
+else python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$KIT/kit.txz" "$R"
+fi || { echo "gpu_session: cannot unpack $KIT/kit.txz"; exit 1; }
+while read -r p; do   # Open MPI and PMIx look for plugins and help texts under these paths
+  [ -e "/$p" ] || { mkdir -p "$(dirname "/$p")" && ln -s "$R/ompi/$p" "/$p"; }
+done <"$R/ompi/PATHS"
+ln -sf orterun "$R/ompi/usr/bin/mpirun"
+export PATH=$R/ompi/usr/bin:$PATH
+cuda_lib=
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda-13*/lib64; do
+  [ -e "$d/libcublas.so.13" ] && { cuda_lib=$d; break; }
+done
+[ -n "$cuda_lib" ] || cuda_lib=$(dirname "$(find /usr /opt -name 'libcublas.so.13' 2>/dev/null | head -1)" 2>/dev/null)
+# Our libraries only for our programs (never for python3 and PyTorch).
+KITLD=$R/lib${cuda_lib:+:$cuda_lib}
+if ! LD_LIBRARY_PATH=$KITLD OMPI_MCA_ess_singleton_isolated=1 "$R/bin/nn_train" --help >/dev/null 2>"$LOGS/compat.log"; then
+  KITLD=$KITLD:$R/lib-compat   # the machine's C++ runtime is older than ours
+fi
+plugins=$(sed -n 1p "$R/ompi/PATHS")/lib/openmpi3
+pmix=$(grep '/pmix2$' "$R/ompi/PATHS")
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+KITENV=(env LD_LIBRARY_PATH=$KITLD OMPI_MCA_mca_base_component_path=$R/ompi/$plugins
+        ${pmix:+PMIX_MCA_mca_base_component_path=$R/ompi/$pmix/lib/pmix}
+        OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1)
+mkdir -p data && { [ -e data/current ] || ln -sfn "$R/data" data/current; }
+BIN=$R/bin
+MPIRUN=$PWD/slurm/mpirun.sh
+# One rank: no launcher at all (an isolated singleton needs no orted); two: orterun from the kit.
+ONE=("${KITENV[@]}" OMPI_MCA_ess_singleton_isolated=1)
+TWO=("${KITENV[@]}" "$MPIRUN" -np 2)
+PY=$(command -v python3)
+
+{
+  echo "== machine"; date -u; nvidia-smi; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv
+  nvcc --version 2>&1 | tail -2; echo "cuBLAS from: ${cuda_lib:-not found}"; nproc
+  echo "== libraries not found"; LD_LIBRARY_PATH=$KITLD ldd "$BIN/nn_tests" "$BIN/nn_train" | grep 'not found' || echo none
+  echo "LD_LIBRARY_PATH for ours: $KITLD"; cat "$LOGS/compat.log"; cat /etc/os-release | head -2
+} >"$LOGS/machine.log" 2>&1
+log "machine: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -1)"
+
+# step NAME LIMIT_S CMD...: run CMD with its output in OUT/NAME.log; record status and seconds.
+step() {
+  local name=$1 limit=$2; shift 2
+  local left=$((BUDGET - (SECONDS - T0) - 5))
+  if [ "$left" -lt 15 ]; then rows+=("$(printf '%-22s %-8s %5s  %s' "$name" skipped - "budget spent")"); return; fi
+  [ "$limit" -gt "$left" ] && limit=$left
+  local t=$SECONDS rc=0
+  log "$name (limit $limit s)"
+  timeout -k 5 "$limit" "$@" >"$LOGS/$name.log" 2>&1 || rc=$?
+  local what
+  what=$(summarise "$name")
+  local status=ok
+  [ "$rc" -eq 0 ] || status="rc=$rc"
+  [ "$rc" -eq 124 ] && status=timeout
+  rows+=("$(printf '%-22s %-8s %5d  %s' "$name" "$status" $((SECONDS - t)) "$what")")
+  log "$name: $status, $((SECONDS - t)) s: $what"
+  tar -C "$LOGS" -czf "$OUT/logs.tgz" .
+}
+summarise() {
+  local f=$LOGS/$1.log
+  case $1 in
+    tests_np*) { grep -E '^\[  (PASSED|FAILED)  \]|tests? ran|^tests: ' "$f" | tr '\n' ' ' | cut -c1-160; } ;;
+    train_*) { grep -iE 'test (precision|accuracy)|verif|max.*diff|s/epoch|epoch [0-9]+' "$f" | tail -3 | tr '\n' ' ' | cut -c1-200; } ;;
+    gemm_bench) { grep -ciE 'fail|mismatch' "$f" | sed 's/^/lines with fail|mismatch: /'; } ;;
+    torch_*) { grep -E 'epoch_seconds|precision' "$f" | tr '\n' ' ' | cut -c1-200; } ;;
+    sanitize_*) { grep -E 'ERROR SUMMARY|^tests: |PASSED|FAILED' "$f" | sort | uniq -c | tr '\n' ' ' | cut -c1-200; } ;;
+    *) tail -1 "$f" | cut -c1-160 ;;
+  esac
+}
+
+TRAIN=(--data data/current --hidden 256 --batch 100 --lr 0.5 --reg 1e-4)
+# 1. The gtest suite on the GPU, one rank (every kernel test, the trainer's GPU paths).
+step tests_np1 150 "${ONE[@]}" "$BIN/nn_tests"
+# 2. Training on the GPU, replayed on the CPU reference (--verify), and timed.
+step train_verify 90 "${ONE[@]}" "$BIN/nn_train" "${TRAIN[@]}" --epochs 2 --verify --metrics "$LOGS/train_verify.csv"
+step train_epochs 60 "${ONE[@]}" "$BIN/nn_train" "${TRAIN[@]}" --epochs 4 --metrics "$LOGS/ours_gpu.csv" --report "$LOGS/ours_gpu.json"
+# 3. The same network in PyTorch on the same GPU (bench/peer_torch.py; fp32, TF32 off), side by
+#    side with ours at a second, GEMM-heavier shape, and ours with CUDA Graphs.
+step torch_gpu 90 "$PY" bench/peer_torch.py "${TRAIN[@]}" --epochs 4 --device cuda
+step train_graph 60 "${ONE[@]}" "$BIN/nn_train" "${TRAIN[@]}" --epochs 4 --graph --metrics "$LOGS/ours_gpu_graph.csv"
+BIG=(--data data/current --hidden 1024 --batch 1000 --lr 0.5 --reg 1e-4 --epochs 4)
+step train_big 60 "${ONE[@]}" "$BIN/nn_train" "${BIG[@]}" --metrics "$LOGS/ours_gpu_big.csv"
+step torch_big 90 "$PY" bench/peer_torch.py "${BIG[@]}" --device cuda
+# 4. The GEMM lab: every variant validated against cuBLAS, then timed (and variant 4's tile configs).
+step gemm_bench 100 "$BIN/gemm_bench" --configs --repeats 30 --csv "$LOGS/gemm_gpu.csv"
+# 5. Two ranks on one GPU: the suite, then the three strategies with --verify.
+step tests_np2 120 "${TWO[@]}" "$BIN/nn_tests"
+step train_ps_np2 45 "${TWO[@]}" "$BIN/nn_train" "${TRAIN[@]}" --epochs 1 --strategy ps --verify
+step train_model_np2 45 "${TWO[@]}" "$BIN/nn_train" "${TRAIN[@]}" --epochs 1 --strategy model --verify
+# 6. compute-sanitizer, one rank: memcheck on the whole suite (its tests provoke API errors on
+#    purpose, so those are not counted: --report-api-errors no); racecheck, initcheck and
+#    synccheck on the kernel, GEMM and training tests (racecheck on the whole suite takes over
+#    2 minutes on an H200).
+CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1)
+if [ -n "$CS" ]; then
+  KERNEL_TESTS='AllVariants/*:Gemm*:Ops*:Train*'
+  step sanitize_memcheck 120 "${ONE[@]}" "$CS" --tool memcheck --report-api-errors no --print-limit 20 "$BIN/nn_tests"
+  step sanitize_racecheck 120 "${ONE[@]}" "$CS" --tool racecheck --print-limit 20 "$BIN/nn_tests" --gtest_filter="$KERNEL_TESTS"
+  step sanitize_initcheck 90 "${ONE[@]}" "$CS" --tool initcheck --print-limit 20 "$BIN/nn_tests" --gtest_filter="$KERNEL_TESTS"
+  step sanitize_synccheck 90 "${ONE[@]}" "$CS" --tool synccheck --print-limit 20 "$BIN/nn_tests" --gtest_filter="$KERNEL_TESTS"
+else
+  rows+=("sanitize               skipped     -  compute-sanitizer not found")
+fi
+
+{
+  echo "== gpu_session: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1), $(date -u +%F), $((SECONDS - T0)) s"
+  printf '%-22s %-8s %5s  %s\n' step status s found
+  printf '%s\n' "${rows[@]}"
+} | tee "$LOGS/summary.txt"
+cp "$LOGS/summary.txt" "$OUT/" && tar -C "$LOGS" -czf "$OUT/logs.tgz" .
