@@ -48,8 +48,9 @@ int plan_splits(int cfg, int M, int N, int K, int sms) {
 // Grown on demand (the trainer's shapes are fixed, so after the first batches this is a lookup).
 // A buffer outgrown is retired, not freed: a CUDA Graph captured earlier (--graph) holds its
 // address and replays write to it. Freeing it made the next replay fault on an H200
-// (2026-11-25: nn_train --graph, once the evaluation's larger split-K GEMM grew the scratch;
-// tests/kernels/test_gemm_warptile.cpp's GraphKeepsItsScratchWhenALaterGemmGrowsIt).
+// (2026-11-25: nn_train --graph, once the new tile plan's split-K shapes made a later GEMM on
+// the stream grow the scratch; tests/kernels/test_gemm_warptile.cpp's
+// GraphKeepsItsScratchWhenALaterGemmGrowsIt, which the emulator fails without this).
 // Everything is freed by gemm_release_workspaces() only, before a reset; never at exit: at
 // static destruction the CUDA runtime may already be gone.
 namespace {

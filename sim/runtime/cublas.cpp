@@ -323,7 +323,8 @@ cublasStatus_t cublasDestroy_v2(cublasHandle_t handle) {
 }
 
 cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t streamId) {
-  if (!live(handle)) return refuse(CUBLAS_STATUS_NOT_INITIALIZED, "cublasSetStream", bad_handle_why(handle));
+  if (!live(handle))
+    return refuse(CUBLAS_STATUS_NOT_INITIALIZED, "cublasSetStream", bad_handle_why(handle));
   handle->stream = streamId;
   handle->workspace = nullptr;  // documented: setting the stream resets the workspace
   handle->workspace_bytes = 0;
@@ -331,7 +332,8 @@ cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t streamId) 
 }
 
 cublasStatus_t cublasGetStream_v2(cublasHandle_t handle, cudaStream_t* streamId) {
-  if (!live(handle)) return refuse(CUBLAS_STATUS_NOT_INITIALIZED, "cublasGetStream", bad_handle_why(handle));
+  if (!live(handle))
+    return refuse(CUBLAS_STATUS_NOT_INITIALIZED, "cublasGetStream", bad_handle_why(handle));
   if (!streamId) return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasGetStream", "streamId is NULL");
   *streamId = handle->stream;
   return CUBLAS_STATUS_SUCCESS;
@@ -367,7 +369,8 @@ cublasStatus_t cublasGetPointerMode_v2(cublasHandle_t handle, cublasPointerMode_
 }
 
 cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode) {
-  if (!live(handle)) return refuse(CUBLAS_STATUS_NOT_INITIALIZED, "cublasSetMathMode", bad_handle_why(handle));
+  if (!live(handle))
+    return refuse(CUBLAS_STATUS_NOT_INITIALIZED, "cublasSetMathMode", bad_handle_why(handle));
   // Any combination of cuBLAS 13's five mode bits (1, 2, 4, 8, 16) is accepted and kept, as
   // cuBLAS 13.0 on an H200 did (5 accepted, 32 refused; tests/sim/test_sim_cublas.cu,
   // 2026-11-25). The BF16x9 and fixed-point emulations aim at full FP32/FP64 accuracy: every
@@ -380,7 +383,8 @@ cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode) {
 }
 
 cublasStatus_t cublasGetMathMode(cublasHandle_t handle, cublasMath_t* mode) {
-  if (!live(handle)) return refuse(CUBLAS_STATUS_NOT_INITIALIZED, "cublasGetMathMode", bad_handle_why(handle));
+  if (!live(handle))
+    return refuse(CUBLAS_STATUS_NOT_INITIALIZED, "cublasGetMathMode", bad_handle_why(handle));
   if (!mode) return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasGetMathMode", "mode is NULL");
   *mode = handle->math;
   return CUBLAS_STATUS_SUCCESS;
