@@ -27,6 +27,8 @@ void cublas_check(cublasStatus_t st, const char* what) {
 // device state: on an H200 the next cublasSgemm failed with status 13, then a kernel with an
 // illegal address). Never destroyed at exit: at static destruction the CUDA runtime may
 // already be gone, and the OS reclaims it anyway.
+// The mutex guards creation and release only: gemm(0, ...) is called from one host thread at a
+// time (the trainer's), and gemm_release_workspaces() only when no GEMM is in flight.
 std::mutex handle_mutex;
 cublasHandle_t handle = nullptr;
 

@@ -108,10 +108,10 @@ const char* warptile_config_name(int cfg) {
 
 // Tuned on an H200 (132 SMs, gemm_bench --configs, 2026-11-25; bench/README.md): over the
 // trainer's 15 shapes at p = 1, 2, 4 and 4096^3 this picks the fastest of the four
-// configurations every time (the plan it replaced lost up to 1.44x, on dW1).
+// configurations, or one within 0.5% of it (the plan it replaced lost up to 1.44x, on dW1).
 //   M <= 16 (the 10-class layer): 16x64.
 //   64x64 when its tiles give every SM two blocks, or when they leave SMs idle and K is long
-//   enough for split-K to fill them (the weight gradients, K = batch; forward1 at p = 4).
+//   enough (>= 256) for split-K to fill them (the weight gradients, K = batch; forward1 at p = 4).
 //   Otherwise (K short, or between one and two blocks per SM) 64x32.
 //   128x64 never won: it stays available to gemm_warptile_with_config.
 // Then split-K if SMs are still idle (plan_splits).
@@ -123,7 +123,7 @@ WarptilePlan warptile_plan(int M, int N, int K) {
     cfg = 3;
   } else {
     const int t = wt::tiles(1, M, N);
-    if (t >= 2 * sms || (t < sms && K >= 128)) cfg = 1;
+    if (t >= 2 * sms || (t < sms && wt::plan_splits(1, M, N, K, sms) > 1)) cfg = 1;
   }
   return {cfg, wt::plan_splits(cfg, M, N, K, sms)};
 }

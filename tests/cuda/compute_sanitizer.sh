@@ -51,10 +51,12 @@ for tool in $TOOLS; do
     timeout "$LIMIT" "$MPIRUN" "${MPIRUN_FLAGS[@]}" -np "$np" \
       "$CS" --tool "$tool" --error-exitcode 99 --print-limit 50 \
       "$TESTS" --gtest_filter="$FILTER" >"$log" 2>&1 || rc=$?
-    clean=$(grep -c 'ERROR SUMMARY: 0 errors' "$log" || true)
-    errors=$(grep -E 'ERROR SUMMARY: [1-9][0-9]* error' "$log" | head -1 || true)
+    # racecheck prints no ERROR SUMMARY, only "RACECHECK SUMMARY: 0 hazards displayed (0 errors,
+    # 0 warnings)" (compute-sanitizer of CUDA 13.0 on an H200, 2026-11-25).
+    clean=$(grep -cE 'ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards displayed \(0 errors' "$log" || true)
+    errors=$(grep -E '(ERROR SUMMARY: [1-9][0-9]* error|RACECHECK SUMMARY: [1-9])' "$log" | head -1 || true)
     tests=$(grep -E '^tests: ' "$log" | tail -1 || true)
-    line="$tool np=$np: rc=$rc, $clean/$np ranks 'ERROR SUMMARY: 0 errors', ${tests:-no test summary}, $((SECONDS - start)) s"
+    line="$tool np=$np: rc=$rc, $clean/$np ranks with 0 errors, ${tests:-no test summary}, $((SECONDS - start)) s"
     if [ "$rc" -ne 0 ] || [ "$clean" -ne "$np" ]; then
       failed=1
       line="FAIL $line${errors:+; $errors}"

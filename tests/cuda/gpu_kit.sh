@@ -10,7 +10,8 @@
 #   ompi/     Open MPI's plugins, help texts, default MCA parameters, orterun and orted, under the
 #             absolute paths this Debian build looks for (tests/cuda/gpu_session.sh links them in)
 #   data/     the IDX files of data/current (the training and test sets, gzip)
-# and KIT_DIR/src the scripts the GPU machine runs. Unpack and run there with
+# Copy KIT_DIR and the repository (tests/cuda/gpu_session.sh, bench/peer_torch.py, slurm/mpirun.sh)
+# to the GPU machine and run there, from the repository's root:
 #   bash tests/cuda/gpu_session.sh KIT_DIR OUT_DIR
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -44,8 +45,9 @@ done
 # The shared-library closure of the binaries, orterun/orted and every plugin.
 skip='^(linux-vdso|ld-linux|libc\.|libm\.|libpthread|libdl\.|librt\.|libutil|libresolv|libstdc\+\+|libgcc_s|libcuda\.|libcudart|libcublas|libnvidia)'
 {
+  shopt -s nullglob  # PMIx's plugin folder may not exist
   for f in "$stage"/bin/* /usr/bin/orterun /usr/bin/orted "$stage/ompi/${ompi_tree#/}"/lib/openmpi3/*.so "$pmix_tree"/lib/pmix/*.so; do
-    ldd "$f" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}'
+    { ldd "$f" 2>/dev/null || true; } | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}'
   done
 } | sort -u | while read -r name path; do
   [[ $name =~ $skip ]] && continue

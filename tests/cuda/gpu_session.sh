@@ -9,6 +9,7 @@
 set -uo pipefail
 KIT=$(readlink -f "${1:?usage: gpu_session.sh KIT OUT [BUDGET_S]}")
 OUT=$(mkdir -p "${2:?usage: gpu_session.sh KIT OUT [BUDGET_S]}" && readlink -f "$2")
+cd "$(dirname "$0")/../.." || exit 1
 BUDGET=${3:-420}
 # Logs and CSVs go to LOGS, packed into OUT/logs.tgz after every step (so a run cut short still
 # returns what it had); OUT itself holds only logs.tgz and summary.txt.
@@ -33,7 +34,10 @@ cuda_lib=
 for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda-13*/lib64; do
   [ -e "$d/libcublas.so.13" ] && { cuda_lib=$d; break; }
 done
-[ -n "$cuda_lib" ] || cuda_lib=$(dirname "$(find /usr /opt -name 'libcublas.so.13' 2>/dev/null | head -1)" 2>/dev/null)
+if [ -z "$cuda_lib" ]; then
+  found=$(find /usr /opt -name 'libcublas.so.13' 2>/dev/null | head -1)
+  [ -n "$found" ] && cuda_lib=$(dirname "$found")
+fi
 # Our libraries only for our programs (never for python3 and PyTorch).
 KITLD=$R/lib${cuda_lib:+:$cuda_lib}
 if ! LD_LIBRARY_PATH=$KITLD OMPI_MCA_ess_singleton_isolated=1 "$R/bin/nn_train" --help >/dev/null 2>"$LOGS/compat.log"; then
@@ -86,7 +90,8 @@ summarise() {
     train_*) { grep -iE 'test (precision|accuracy)|verif|max.*diff|s/epoch|epoch [0-9]+' "$f" | tail -3 | tr '\n' ' ' | cut -c1-200; } ;;
     gemm_bench) { grep -ciE 'fail|mismatch' "$f" | sed 's/^/lines with fail|mismatch: /'; } ;;
     torch_*) { grep -E 'epoch_seconds|precision' "$f" | tr '\n' ' ' | cut -c1-200; } ;;
-    sanitize_*) { grep -E 'ERROR SUMMARY|^tests: |PASSED|FAILED' "$f" | sort | uniq -c | tr '\n' ' ' | cut -c1-200; } ;;
+    sanitize_script) { grep -E '^  (FAIL )?[a-z]+ np=' "$f" | cut -c1-60 | tr '\n' ';' | cut -c1-200; } ;;
+    sanitize_*) { grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^tests: |FAILED' "$f" | sort | uniq -c | tr '\n' ' ' | cut -c1-200; } ;;
     *) tail -1 "$f" | cut -c1-160 ;;
   esac
 }
@@ -105,7 +110,7 @@ BIG=(--data data/current --hidden 1024 --batch 1000 --lr 0.5 --reg 1e-4 --epochs
 step train_big 60 "${ONE[@]}" "$BIN/nn_train" "${BIG[@]}" --metrics "$LOGS/ours_gpu_big.csv"
 step torch_big 90 "$PY" bench/peer_torch.py "${BIG[@]}" --device cuda
 # 4. The GEMM lab: every variant validated against cuBLAS, then timed (and variant 4's tile configs).
-step gemm_bench 100 "$BIN/gemm_bench" --configs --repeats 30 --csv "$LOGS/gemm_gpu.csv"
+step gemm_bench 100 "${KITENV[@]}" "$BIN/gemm_bench" --configs --repeats 30 --csv "$LOGS/gemm_gpu.csv"
 # 5. Two ranks on one GPU: the suite, then the three strategies with --verify.
 step tests_np2 120 "${TWO[@]}" "$BIN/nn_tests"
 step train_ps_np2 45 "${TWO[@]}" "$BIN/nn_train" "${TRAIN[@]}" --epochs 1 --strategy ps --verify
@@ -117,10 +122,14 @@ step train_model_np2 45 "${TWO[@]}" "$BIN/nn_train" "${TRAIN[@]}" --epochs 1 --s
 CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1)
 if [ -n "$CS" ]; then
   KERNEL_TESTS='AllVariants/*:Gemm*:Ops*:Train*'
-  step sanitize_memcheck 120 "${ONE[@]}" "$CS" --tool memcheck --report-api-errors no --print-limit 20 "$BIN/nn_tests"
-  step sanitize_racecheck 120 "${ONE[@]}" "$CS" --tool racecheck --print-limit 20 "$BIN/nn_tests" --gtest_filter="$KERNEL_TESTS"
-  step sanitize_initcheck 90 "${ONE[@]}" "$CS" --tool initcheck --print-limit 20 "$BIN/nn_tests" --gtest_filter="$KERNEL_TESTS"
-  step sanitize_synccheck 90 "${ONE[@]}" "$CS" --tool synccheck --print-limit 20 "$BIN/nn_tests" --gtest_filter="$KERNEL_TESTS"
+  step sanitize_memcheck 120 "${ONE[@]}" "$CS" --tool memcheck --error-exitcode 99 --report-api-errors no --print-limit 20 "$BIN/nn_tests"
+  step sanitize_racecheck 120 "${ONE[@]}" "$CS" --tool racecheck --error-exitcode 99 --print-limit 20 "$BIN/nn_tests" --gtest_filter="$KERNEL_TESTS"
+  step sanitize_initcheck 90 "${ONE[@]}" "$CS" --tool initcheck --error-exitcode 99 --print-limit 20 "$BIN/nn_tests" --gtest_filter="$KERNEL_TESTS"
+  step sanitize_synccheck 90 "${ONE[@]}" "$CS" --tool synccheck --error-exitcode 99 --print-limit 20 "$BIN/nn_tests" --gtest_filter="$KERNEL_TESTS"
+  # make sanitize-gpu's own script (tests/cuda/compute_sanitizer.sh) through the kit's mpirun,
+  # on the elementwise kernel tests at 1 and 2 ranks.
+  step sanitize_script 120 "${KITENV[@]}" COMPUTE_SANITIZER="$CS" CS_NP="1 2" CS_FILTER='Ops*' \
+    OUT="$LOGS/cs" bash tests/cuda/compute_sanitizer.sh "$BIN/nn_tests"
 else
   rows+=("sanitize               skipped     -  compute-sanitizer not found")
 fi

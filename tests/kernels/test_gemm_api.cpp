@@ -12,6 +12,8 @@
 namespace {
 
 using gemm_test::Case;
+using gemm_test::Problem;
+using gemm_test::run;
 using gemm_test::run_variant;
 using nn::Epilogue;
 using nn::GemmArgs;
@@ -136,11 +138,19 @@ TEST(GemmApi, EveryVariantWorksAfterReleaseAndDeviceReset) {
   Case c;
   c.M = 67;
   c.N = 45;
-  c.K = 130;  // big enough for variant 4 to take its split-K path on a small device
+  c.K = 512;
+  // Variant 4 with 3 k-slices, so that the stream has split-K scratch (the plan may not split
+  // on a device with few SMs, such as the emulator's).
+  const auto split_k = [&](unsigned seed) {
+    Problem<float> p(c, seed);
+    run(p, [](const GemmArgs<float>& g) { nn::gemm_tuning::gemm_warptile_with_config(1, 3, g); });
+  };
   for (int v = 0; v < nn::kGemmVariants; ++v) run_variant<float>(v, c, 3);
+  split_k(3);
   nn::gemm_release_workspaces();
   ASSERT_EQ(cudaDeviceReset(), cudaSuccess);
   for (int v = 0; v < nn::kGemmVariants; ++v) run_variant<float>(v, c, 4);
+  split_k(4);
   nn::gemm_release_workspaces();  // twice in a row is harmless
   nn::gemm_release_workspaces();
   run_variant<float>(0, c, 5);
