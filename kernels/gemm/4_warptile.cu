@@ -7,6 +7,7 @@
 
 #include "common/check.h"
 #include "common/nvtx.h"
+#include "common/vector_access.h"
 #include "gemm/4_warptile.h"
 
 namespace nn::gemm_detail {
@@ -29,14 +30,14 @@ __device__ __forceinline__ void load4(T* d, const T* p) {
   using V = typename Vec<T>::type;
   constexpr int n = Vec<T>::n;
 #pragma unroll
-  for (int v = 0; v < 4 / n; ++v) unpack(d + v * n, *reinterpret_cast<const V*>(p + v * n));
+  for (int v = 0; v < 4 / n; ++v) unpack(d + v * n, load_vector(reinterpret_cast<const V*>(p + v * n)));
 }
 template <class T>
 __device__ __forceinline__ void store4(T* p, const T* s) {
   using V = typename Vec<T>::type;
   constexpr int n = Vec<T>::n;
 #pragma unroll
-  for (int v = 0; v < 4 / n; ++v) *reinterpret_cast<V*>(p + v * n) = pack(s + v * n);
+  for (int v = 0; v < 4 / n; ++v) store_vector(reinterpret_cast<V*>(p + v * n), pack(s + v * n));
 }
 
 // Block tile BM x BN x BK; each warp owns WM x WN; each thread TM x TN outputs, as TM/4 x TN/4
@@ -133,7 +134,7 @@ struct TileLoader {
       int rr, kk;
       chunk(tid + q * NT, rr, kk);
       if (kRowContig) {
-        *reinterpret_cast<typename Vec<T>::type*>(&S[kk][rr]) = pack(reg + q * VN);
+        store_vector(reinterpret_cast<typename Vec<T>::type*>(&S[kk][rr]), pack(reg + q * VN));
       } else {
 #pragma unroll
         for (int v = 0; v < VN; ++v) S[kk + v][rr] = reg[q * VN + v];

@@ -120,11 +120,16 @@ std::string code_line(const void* pc) {
     std::string exe = info.dli_fname;
     if (exe.empty() || exe.find('/') == std::string::npos) exe = "/proc/self/exe";
     if (access("/usr/bin/addr2line", X_OK) == 0 && exe.find('\'') == std::string::npos) {
-      const std::string cmd = strf("/usr/bin/addr2line -e '%s' 0x%lx 2>/dev/null", exe.c_str(),
+      // -i: the inline chain, innermost first; the first frame outside the emulator's own
+      // headers is the kernel's line (a whole access in sim::load_whole names its caller).
+      const std::string cmd = strf("/usr/bin/addr2line -i -e '%s' 0x%lx 2>/dev/null", exe.c_str(),
                                    static_cast<unsigned long>(rel));
       if (FILE* f = popen(cmd.c_str(), "r")) {
         char line[1024] = {};
-        if (std::fgets(line, sizeof line, f)) {
+        bool got = false;
+        while (std::fgets(line, sizeof line, f))
+          if ((got = std::strstr(line, "sim/include/sim/") == nullptr)) break;
+        if (got) {
           std::string s = line;
           while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
           if (const size_t d = s.find(" (discriminator"); d != std::string::npos) s.resize(d);

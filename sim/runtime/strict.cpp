@@ -100,7 +100,7 @@ void launch_bounds_exceeded(const Bounds& b, unsigned long long threads, const c
   throw FiberAbort{};  // first statement of the kernel: nothing of it has run
 }
 
-void misaligned_atomic(const void* p, std::size_t align, const char* op, const char* file, int line) {
+void misaligned_access(const void* p, std::size_t align, const char* op, const char* file, int line) {
   Worker* w = tl_worker;
   if (!w || !w->in_block) {
     std::fprintf(stderr, "sim: misaligned address in host code: %s on %p, which needs %zu-byte "

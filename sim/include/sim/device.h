@@ -348,20 +348,55 @@ inline int __mulhi(int a, int b) { return static_cast<int>((static_cast<long lon
 inline unsigned __umulhi(unsigned a, unsigned b) {
   return static_cast<unsigned>((static_cast<unsigned long long>(a) * b) >> 32);
 }
+// ---- whole accesses -----------------------------------------------------------
+// A GPU moves a float4 (int4, double2, ...) in one 16-byte access. Here GCC splits a struct
+// copy such as `float4 v = *p` into its fields (SRA) before simcc's per-access checks are
+// inserted, so it costs four checked 4-byte accesses. sim::load_whole/store_whole move it as
+// one access with one check, as the GPU does, and fault on a misaligned address as `*p` does
+// (cudaErrorMisalignedAddress, naming the caller's line). The __ldg family uses them; kernel
+// code reaches them through its own helper (kernels/common/vector_access.h).
+// Tested by tests/sim/test_sim_checks.cu (WholeVector*).
+namespace sim::detail {
+void misaligned_access(const void* p, std::size_t align, const char* op, const char* file, int line);
+}
+namespace sim {
 template <class T>
-inline T __ldg(const T* p) { return *p; }
+inline T load_whole(const T* p, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+  static_assert(std::is_trivially_copyable_v<T>, "a whole access copies the bytes");
+  if (reinterpret_cast<std::uintptr_t>(p) & (alignof(T) - 1)) [[unlikely]]
+    detail::misaligned_access(p, alignof(T), "vector load", file, line);
+  T v;
+  std::memcpy(&v, __builtin_assume_aligned(p, alignof(T)), sizeof(T));
+  return v;
+}
 template <class T>
-inline T __ldcg(const T* p) { return *p; }
-template <class T>
-inline T __ldcs(const T* p) { return *p; }
-template <class T>
-inline T __ldlu(const T* p) { return *p; }
-template <class T>
-inline void __stcg(T* p, T v) { *p = v; }
-template <class T>
-inline void __stcs(T* p, T v) { *p = v; }
-template <class T>
-inline void __stwt(T* p, T v) { *p = v; }
+inline void store_whole(T* p, const T& v, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+  static_assert(std::is_trivially_copyable_v<T>, "a whole access copies the bytes");
+  if (reinterpret_cast<std::uintptr_t>(p) & (alignof(T) - 1)) [[unlikely]]
+    detail::misaligned_access(p, alignof(T), "vector store", file, line);
+  std::memcpy(__builtin_assume_aligned(p, alignof(T)), &v, sizeof(T));
+}
+}  // namespace sim
+
+#define SIM_WHOLE_LOAD(name)                                                              \
+  template <class T>                                                                      \
+  inline T name(const T* p, const char* file = __builtin_FILE(), int line = __builtin_LINE()) { \
+    return sim::load_whole(p, file, line);                                                \
+  }
+#define SIM_WHOLE_STORE(name)                                                                   \
+  template <class T>                                                                            \
+  inline void name(T* p, T v, const char* file = __builtin_FILE(), int line = __builtin_LINE()) { \
+    sim::store_whole(p, v, file, line);                                                         \
+  }
+SIM_WHOLE_LOAD(__ldg)
+SIM_WHOLE_LOAD(__ldcg)
+SIM_WHOLE_LOAD(__ldcs)
+SIM_WHOLE_LOAD(__ldlu)
+SIM_WHOLE_STORE(__stcg)
+SIM_WHOLE_STORE(__stcs)
+SIM_WHOLE_STORE(__stwt)
+#undef SIM_WHOLE_LOAD
+#undef SIM_WHOLE_STORE
 
 // CUDA's global min/max overloads (the non-templates win over std::min/std::max
 // when both are visible, so `using namespace std;` code still compiles).

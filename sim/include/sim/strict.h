@@ -60,12 +60,13 @@ inline void launch_bounds(const Bounds& b, const char* file, int line) {
 // never part of a shared-memory race.
 void atomic_access(const void* p, std::size_t n);
 
-void misaligned_atomic(const void* p, std::size_t align, const char* op, const char* file, int line);
+// A misaligned atomic or whole vector access (sim::load_whole): the fault, or abort() in host code.
+void misaligned_access(const void* p, std::size_t align, const char* op, const char* file, int line);
 
 template <class T>
 inline void check_atomic_align(const T* p, const char* op, const char* file, int line) {
   static_assert((sizeof(T) & (sizeof(T) - 1)) == 0, "atomic operand size is a power of two");
-  if (reinterpret_cast<std::uintptr_t>(p) & (sizeof(T) - 1)) misaligned_atomic(p, sizeof(T), op, file, line);
+  if (reinterpret_cast<std::uintptr_t>(p) & (sizeof(T) - 1)) misaligned_access(p, sizeof(T), op, file, line);
 }
 
 }  // namespace sim::detail
