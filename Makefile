@@ -289,7 +289,7 @@ RUN_ON_GPU := $(and $(HAVE_NVCC),$(GPU_VISIBLE))
 RUN_TRAIN  := $(if $(RUN_ON_GPU),$(CUDA_TRAIN),$(CPU_TRAIN))
 RUN_DEVICE := $(if $(RUN_ON_GPU),,--device cpu)
 run: $(RUN_TRAIN) data
-	@$(if $(RUN_ON_GPU),echo "== GPU visible: the CUDA build on the GPU (hint: make run RUN_ARGS='--device cpu' trains on this machine's cores instead) ==",echo "== no GPU visible: --device cpu, the host's cores with BLAS (hint: make run RUN_ARGS='--device gpu' runs our CUDA kernels on the SIMT emulator instead, about 25x slower) ==")
+	@$(if $(RUN_ON_GPU),echo "== GPU visible: the CUDA build on the GPU (hint: make run RUN_ARGS='--device cpu' trains on this machine's cores instead) ==",echo "== no GPU visible: --device cpu, the host's cores with BLAS (hint: make run RUN_ARGS='--device gpu' runs our CUDA kernels on the SIMT emulator instead, about 30x slower) ==")
 	@echo "== $(strip $(RUN_TRAIN) --data data/current $(RUN_DEVICE) $(RUN_ARGS)) =="
 	@$(MPI_ENV) SIM_WORKERS=$${SIM_WORKERS:-0} $(SINGLETON) $(RUN_TRAIN) --data data/current $(RUN_DEVICE) $(RUN_ARGS)
 
