@@ -15,7 +15,7 @@ __device__ __forceinline__ V load_vector(const V* p, const char* file = __builti
   return sim::load_whole(p, file, line);
 }
 template <class V>
-__device__ __forceinline__ void store_vector(V* p, const V& v, const char* file = __builtin_FILE(),
+__device__ __forceinline__ void store_vector(V* p, V v, const char* file = __builtin_FILE(),
                                              int line = __builtin_LINE()) {
   sim::store_whole(p, v, file, line);
 }
@@ -25,7 +25,7 @@ __device__ __forceinline__ V load_vector(const V* p) {
   return *p;
 }
 template <class V>
-__device__ __forceinline__ void store_vector(V* p, const V& v) {
+__device__ __forceinline__ void store_vector(V* p, V v) {
   *p = v;
 }
 #endif

@@ -107,6 +107,21 @@ constexpr int8_t kUnwritten = 0, kDeviceRedzone = 0, kSharedPoison = 0, kGlobalR
 bool initcheck_on() { return g_initcheck.load(std::memory_order_relaxed); }
 
 // ---- code addresses to source lines ---------------------------------------------------
+namespace {
+// One line of addr2line's output as "file:line", or "" when it names no usable line.
+std::string usable_frame(const char* line) {
+  std::string s = line;
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  if (const size_t d = s.find(" (discriminator"); d != std::string::npos) s.resize(d);
+  // simcc's temporary copy of a .cu (its #line directives failed for this address): the line
+  // would be misleading.
+  const bool tmp_copy = s.find("/simcc-") != std::string::npos;
+  if (s.empty() || s[0] == '?' || s.find(":?") != std::string::npos || s.find(":0") + 2 == s.size() || tmp_copy)
+    return "";
+  return s;
+}
+}  // namespace
+
 std::string code_line(const void* pc) {
   if (!pc) return "";
   static std::mutex m;
@@ -120,25 +135,27 @@ std::string code_line(const void* pc) {
     std::string exe = info.dli_fname;
     if (exe.empty() || exe.find('/') == std::string::npos) exe = "/proc/self/exe";
     if (access("/usr/bin/addr2line", X_OK) == 0 && exe.find('\'') == std::string::npos) {
-      // -i: the inline chain, innermost first; the first frame outside the emulator's own
-      // headers is the kernel's line (a whole access in sim::load_whole names its caller).
+      // -i: the inline chain, innermost first. The emulator's own headers (sim::load_whole
+      // under __ldg) are skipped; when the access itself is in another header (a helper such
+      // as kernels/common/vector_access.h), its caller is named too: "h:15 (inlined into f.cu:33)".
       const std::string cmd = strf("/usr/bin/addr2line -i -e '%s' 0x%lx 2>/dev/null", exe.c_str(),
                                    static_cast<unsigned long>(rel));
       if (FILE* f = popen(cmd.c_str(), "r")) {
+        std::vector<std::string> frames;  // usable "file:line", emulator headers left out
+        std::string first_any;            // the innermost frame, if every one is the emulator's
         char line[1024] = {};
-        bool got = false;
-        while (std::fgets(line, sizeof line, f))
-          if ((got = std::strstr(line, "sim/include/sim/") == nullptr)) break;
-        if (got) {
-          std::string s = line;
-          while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-          if (const size_t d = s.find(" (discriminator"); d != std::string::npos) s.resize(d);
-          // simcc's temporary copy of a .cu (its #line directives failed for this address):
-          // the line would be misleading.
-          const bool tmp_copy = s.find("/simcc-") != std::string::npos;
-          if (!s.empty() && s[0] != '?' && s.find(":?") == std::string::npos &&
-              s.find(":0") + 2 != s.size() && !tmp_copy)
-            out = s;
+        while (frames.size() < 2 && std::fgets(line, sizeof line, f)) {
+          std::string fr = usable_frame(line);
+          if (fr.empty()) continue;
+          if (first_any.empty()) first_any = fr;
+          if (fr.find("sim/include/sim/") == std::string::npos) frames.push_back(fr);
+        }
+        if (frames.empty() && !first_any.empty()) frames.push_back(first_any);
+        if (!frames.empty()) {
+          out = frames[0];
+          const std::string file0 = out.substr(0, out.rfind(':'));
+          const bool header = file0.ends_with(".h") || file0.ends_with(".cuh") || file0.ends_with(".hpp");
+          if (header && frames.size() > 1) out += " (inlined into " + frames[1] + ")";
         }
         pclose(f);
       }
@@ -159,7 +176,7 @@ std::string at_line(const void* pc) {
   char cwd[4096];
   if (getcwd(cwd, sizeof cwd)) {
     const std::string d = std::string(cwd) + "/";
-    if (s.compare(0, d.size(), d) == 0) s.erase(0, d.size());
+    for (size_t k = s.find(d); k != std::string::npos; k = s.find(d, k)) s.erase(k, d.size());
   }
   return " at " + s;
 }

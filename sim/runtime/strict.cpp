@@ -102,7 +102,7 @@ void launch_bounds_exceeded(const Bounds& b, unsigned long long threads, const c
 
 void misaligned_access(const void* p, std::size_t align, const char* op, const char* file, int line) {
   Worker* w = tl_worker;
-  if (!w || !w->in_block) {
+  if (!on_kernel_fiber(w)) {
     std::fprintf(stderr, "sim: misaligned address in host code: %s on %p, which needs %zu-byte "
                  "alignment, at %s:%d\n", op, p, align, file, line);
     std::abort();

@@ -16,6 +16,9 @@
 #endif
 
 #include "sim_test_util.h"
+#ifdef SIM_EMULATOR
+#include "vector_helper.h"
+#endif
 
 namespace {
 
@@ -599,10 +602,50 @@ TEST_F(SimChecks, MisalignedWholeVectorLoadStillFaults) {
   });
   EXPECT_EQ(f.error, cudaErrorMisalignedAddress);
   EXPECT_TRUE(contains(f.msg, "misaligned address")) << f.msg;
-  EXPECT_TRUE(contains(f.msg, "vector load on")) << f.msg;
+  EXPECT_TRUE(contains(f.msg, "misaligned address: load on")) << f.msg;
   EXPECT_TRUE(contains(f.msg, "16-byte alignment")) << f.msg;
   EXPECT_TRUE(contains(f.msg, "'ldg_float4_kernel'")) << f.msg;
   EXPECT_TRUE(contains(f.msg, at(kLdgFloat4Line))) << f.msg << "\nshould name the load's line " << kLdgFloat4Line;
+}
+
+__global__ void stcg_float2_kernel(float* p, int i) {
+  if (threadIdx.x == 0) __stcg(reinterpret_cast<float2*>(p + i), make_float2(1, 2));
+}
+constexpr int kStcgLine = __LINE__ - 2;
+
+TEST_F(SimChecks, MisalignedWholeVectorStoreFaultsAndDoesNotHappen) {
+  std::vector<float> seen;
+  const Fault f = run_faulting([&] {
+    DeviceBuffer<float> p(std::vector<float>(8, 0.0f));
+    stcg_float2_kernel<<<1, 1>>>(p.get(), 1);  // 4 bytes off an 8-byte boundary
+    const cudaError_t e = cudaDeviceSynchronize();
+    const auto* d = static_cast<const float*>(sim::device_view(p.get()));
+    seen.assign(d, d + 8);
+    return e;
+  });
+  EXPECT_EQ(f.error, cudaErrorMisalignedAddress);
+  EXPECT_TRUE(contains(f.msg, "misaligned address: store on")) << f.msg;
+  EXPECT_TRUE(contains(f.msg, "8-byte alignment")) << f.msg;
+  EXPECT_TRUE(contains(f.msg, at(kStcgLine))) << f.msg << "\nshould name the store's line " << kStcgLine;
+  EXPECT_EQ(seen, std::vector<float>(8, 0.0f)) << "the store must not happen";
+}
+
+__global__ void helper_load_kernel(const float* p, int i, float* out) {
+  if (threadIdx.x == 0) out[0] = helper_load(reinterpret_cast<const float4*>(p + i)).x;
+}
+constexpr int kHelperCallLine = __LINE__ - 2;
+
+TEST_F(SimChecks, AccessInAHeaderHelperNamesItsLineAndTheCaller) {
+  SKIP_WITHOUT_CHECKS();
+  const Fault f = run_faulting([] {
+    DeviceBuffer<float> p(std::vector<float>(8, 1.0f)), out(1);
+    helper_load_kernel<<<1, 1>>>(p.get(), 8, out.get());  // right after the end
+    return cudaDeviceSynchronize();
+  });
+  EXPECT_EQ(f.error, cudaErrorIllegalAddress);
+  const std::string where = "vector_helper.h:" + std::to_string(kHelperLoadLine) + " (inlined into ";
+  EXPECT_TRUE(contains(f.msg, where)) << f.msg << "\nshould contain " << where;
+  EXPECT_TRUE(contains(f.msg, at(kHelperCallLine) + ")")) << f.msg << "\nshould name the caller's line " << kHelperCallLine;
 }
 
 TEST_F(SimChecks, WholeVectorSharedOverrunIsReported) {

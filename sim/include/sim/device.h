@@ -357,35 +357,38 @@ inline unsigned __umulhi(unsigned a, unsigned b) {
 // code reaches them through its own helper (kernels/common/vector_access.h).
 // Tested by tests/sim/test_sim_checks.cu (WholeVector*).
 namespace sim::detail {
-void misaligned_access(const void* p, std::size_t align, const char* op, const char* file, int line);
+[[noreturn]] void misaligned_access(const void* p, std::size_t align, const char* op, const char* file, int line);
 }
 namespace sim {
+// always_inline: the access must sit in the caller (a DEBUG=1 build, -O0, still names its line).
 template <class T>
-inline T load_whole(const T* p, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+__attribute__((always_inline)) inline T load_whole(const T* p, const char* file = __builtin_FILE(),
+                                                   int line = __builtin_LINE()) {
   static_assert(std::is_trivially_copyable_v<T>, "a whole access copies the bytes");
   if (reinterpret_cast<std::uintptr_t>(p) & (alignof(T) - 1)) [[unlikely]]
-    detail::misaligned_access(p, alignof(T), "vector load", file, line);
+    detail::misaligned_access(p, alignof(T), "load", file, line);
   T v;
   std::memcpy(&v, __builtin_assume_aligned(p, alignof(T)), sizeof(T));
   return v;
 }
 template <class T>
-inline void store_whole(T* p, const T& v, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+__attribute__((always_inline)) inline void store_whole(T* p, T v, const char* file = __builtin_FILE(),
+                                                       int line = __builtin_LINE()) {
   static_assert(std::is_trivially_copyable_v<T>, "a whole access copies the bytes");
   if (reinterpret_cast<std::uintptr_t>(p) & (alignof(T) - 1)) [[unlikely]]
-    detail::misaligned_access(p, alignof(T), "vector store", file, line);
+    detail::misaligned_access(p, alignof(T), "store", file, line);
   std::memcpy(__builtin_assume_aligned(p, alignof(T)), &v, sizeof(T));
 }
 }  // namespace sim
 
 #define SIM_WHOLE_LOAD(name)                                                              \
   template <class T>                                                                      \
-  inline T name(const T* p, const char* file = __builtin_FILE(), int line = __builtin_LINE()) { \
+  __attribute__((always_inline)) inline T name(const T* p, const char* file = __builtin_FILE(), int line = __builtin_LINE()) { \
     return sim::load_whole(p, file, line);                                                \
   }
 #define SIM_WHOLE_STORE(name)                                                                   \
   template <class T>                                                                            \
-  inline void name(T* p, T v, const char* file = __builtin_FILE(), int line = __builtin_LINE()) { \
+  __attribute__((always_inline)) inline void name(T* p, T v, const char* file = __builtin_FILE(), int line = __builtin_LINE()) { \
     sim::store_whole(p, v, file, line);                                                         \
   }
 SIM_WHOLE_LOAD(__ldg)

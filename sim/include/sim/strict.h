@@ -61,7 +61,7 @@ inline void launch_bounds(const Bounds& b, const char* file, int line) {
 void atomic_access(const void* p, std::size_t n);
 
 // A misaligned atomic or whole vector access (sim::load_whole): the fault, or abort() in host code.
-void misaligned_access(const void* p, std::size_t align, const char* op, const char* file, int line);
+[[noreturn]] void misaligned_access(const void* p, std::size_t align, const char* op, const char* file, int line);
 
 template <class T>
 inline void check_atomic_align(const T* p, const char* op, const char* file, int line) {
