@@ -8,8 +8,8 @@
 #       count p in PROCS, `nn_train --device cpu` at p MPI ranks against PyTorch in one process
 #       (p = 1) or DistributedDataParallel over gloo at p processes, both with the same
 #       threads per process, CORES / p (OMP_NUM_THREADS and OPENBLAS_NUM_THREADS for both,
-#       torch.set_num_threads the same; mpirun --bind-to none, as torch's processes are not
-#       bound either). nn_train also measures the BLAS-bound limit of its epoch in the same
+#       torch.set_num_threads the same; ours launched the documented way, slurm/mpirun.sh,
+#       which gives each rank t cores of its own). nn_train also measures the BLAS-bound limit of its epoch in the same
 #       run (its `blas bound:` line: the step's GEMMs alone, timed on every rank at once).
 # Each side's time is the median seconds per epoch over epochs 2..E (epoch 1 is warm-up;
 # with E = 1, epoch 1). Printed: speedup = PyTorch / ours (above 1: ours is faster), and
@@ -159,7 +159,7 @@ if [ "$MODE" != gpu ]; then
       o=() th=() bd=()
       for round in $(seq "$ROUNDS"); do
         echo "-- round $round of $ROUNDS"
-        OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t "$MPIRUN" "${over[@]}" --bind-to none -np "$p" \
+        OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t "$MPIRUN" "${over[@]}" -np "$p" \
           -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS -x OMP_WAIT_POLICY \
           "$CPU_DIR/bin/nn_train" --device cpu "${args[@]}" --metrics "$OUT/ours_cpu_$tag.csv" | tee "$OUT/ours_cpu_$tag.log"
         OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t "$PYTHON" bench/peer_torch.py "${args[@]}" --device cpu \

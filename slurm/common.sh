@@ -12,12 +12,14 @@
 #   SRUN_MPI      srun --mpi=PLUGIN. Default: pmix when `srun --mpi=list` offers it (Open MPI
 #                 4.x as packaged by Debian/Ubuntu starts under srun only through PMIx;
 #                 --mpi=pmi2 fails in MPI_Init), else nothing (the site's MpiDefault).
-#   SRUN_FLAGS    extra srun options, split on spaces
+#   SRUN_FLAGS    extra srun options, split on spaces. The job's --cpus-per-task is passed on
+#                 to srun (unless SRUN_FLAGS names it), so each task gets its cores.
 #   MPIRUN        mpirun command (default slurm/mpirun.sh: the real mpirun, NN_MPIRUN or
 #                 mpirun on PATH, with a session directory of its own, so that concurrent
 #                 jobs on a node never collide); MPIRUN_FLAGS extra options, split on
 #                 spaces. Outside a Slurm job --oversubscribe is added (Open MPI) when more
-#                 ranks than cores are asked for.
+#                 ranks than cores are asked for; slurm/mpirun.sh maps each rank to as many
+#                 cores as its threads (--cpus-per-task inside a job).
 # As root, Open MPI's mpirun needs OMPI_ALLOW_RUN_AS_ROOT{,_CONFIRM}=1: set here.
 
 nn_die() {
@@ -133,6 +135,13 @@ nn_launch() {
   fi
   if [ "$LAUNCHER" = srun ]; then
     [ -n "${SRUN_MPI:-}" ] && flags+=("--mpi=$SRUN_MPI")
+    # The job's cores per task for each task of the step: srun no longer takes them from
+    # SLURM_CPUS_PER_TASK (Slurm 22.05 and later), and would give each task one CPU, so a
+    # --device cpu rank would run its BLAS threads on one core.
+    case " ${SRUN_FLAGS:-} " in
+      *" --cpus-per-task"* | *" -c "* | *" -c"[0-9]*) ;;
+      *) [ -z "${SLURM_CPUS_PER_TASK:-}" ] || flags+=("--cpus-per-task=$SLURM_CPUS_PER_TASK") ;;
+    esac
     # shellcheck disable=SC2206  # SRUN_FLAGS is a list of options, split on purpose
     flags+=(${SRUN_FLAGS:-})
     echo "+ srun --ntasks=$np${flags[*]:+ ${flags[*]}} $*"

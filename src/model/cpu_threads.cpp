@@ -23,27 +23,46 @@ int env_int(const char* name) {
   return (*end == '\0' && n > 0 && n < 4096) ? int(n) : 0;
 }
 
+std::string cores(long n) { return std::to_string(n) + (n == 1 ? " core" : " cores"); }
+
 }  // namespace
 
-CpuThreads cpu_threads_for(int ranks_on_node) {
+CpuThreads cpu_threads_from(int asked, const std::string& asked_from, int mask_cores, long online_cores,
+                            int ranks_on_node) {
   CpuThreads t;
+  const int ranks = std::max(1, ranks_on_node);
+  const int share = int(std::max(1L, online_cores / ranks));
+  t.room = std::max(1, std::min(mask_cores, share));
+  t.node_cores = online_cores;
+  t.room_why = mask_cores < share ? cores(mask_cores) + " in its affinity mask"
+                                   : cores(online_cores) + " on the node for " + std::to_string(ranks) + " ranks";
+  t.asked = asked;
+  if (asked > 0) {
+    t.threads = std::min(asked, t.room);
+    t.source = asked_from + (asked > t.room ? "=" + std::to_string(asked) + ", but " + t.room_why : "");
+  } else {
+    t.threads = t.room;
+    t.source = cores(online_cores) + " / " + std::to_string(ranks) + " ranks on the node, " + std::to_string(mask_cores) +
+               " in this rank's affinity mask";
+  }
+  return t;
+}
+
+CpuThreads cpu_threads_for(int ranks_on_node) {
+  int asked = 0;
+  std::string from;
   for (const char* name : {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "SLURM_CPUS_PER_TASK"})
     if (const int n = env_int(name)) {
-      t.threads = n;
-      t.source = name;
-      return t;
+      asked = n;
+      from = name;
+      break;
     }
-  // The cores this process may use (mpirun binds each of up to 2 ranks to one core), and the
-  // node's cores shared among its ranks: the smaller of the two.
+  // The cores this process may use (mpirun binds each of up to 2 ranks to one core unless told
+  // otherwise; slurm/mpirun.sh tells it), and the node's cores shared among its ranks.
   cpu_set_t set;
   CPU_ZERO(&set);
   const int mine = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
-  const long online = sysconf(_SC_NPROCESSORS_ONLN);
-  const int share = int(std::max(1L, online / std::max(1, ranks_on_node)));
-  t.threads = std::max(1, std::min(mine, share));
-  t.source = std::to_string(online) + " cores / " + std::to_string(ranks_on_node) + " ranks on the node, " +
-             std::to_string(mine) + " in this rank's affinity mask";
-  return t;
+  return cpu_threads_from(asked, from, mine, sysconf(_SC_NPROCESSORS_ONLN), ranks_on_node);
 }
 
 void set_blas_threads(int n) { openblas_set_num_threads(std::max(1, n)); }

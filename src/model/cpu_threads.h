@@ -6,14 +6,24 @@
 
 namespace nn::train {
 
-// BLAS threads for one rank: OPENBLAS_NUM_THREADS, else OMP_NUM_THREADS, else Slurm's
-// SLURM_CPUS_PER_TASK, else the cores this process may run on divided by the ranks on its
-// node (at least 1). `source` says which one decided, for the header line.
+// BLAS threads for one rank. What is asked: OPENBLAS_NUM_THREADS, else OMP_NUM_THREADS, else
+// Slurm's SLURM_CPUS_PER_TASK; what there is room for: the cores in this process's affinity
+// mask, and no more than the node's cores divided by the ranks on it (at least 1). The rank
+// uses the smaller: BLAS threads that share a core only wait for each other (OpenBLAS's spin
+// on one core made an epoch 1.1x slower at 2 threads than at 1, docs/performance.md), and
+// the result is the same. `source` says what decided, for the header line.
 struct CpuThreads {
-  int threads = 1;
+  int threads = 1;   // what the rank uses
   std::string source;
+  int asked = 0;     // what the environment asked for; 0 when nothing was set
+  int room = 1;      // min(cores in the affinity mask, node's cores / ranks on the node)
+  long node_cores = 0;  // the node's online cores
+  std::string room_why;  // e.g. "1 core in its affinity mask"
 };
 CpuThreads cpu_threads_for(int ranks_on_node);
+// The same, from the counts themselves (pure; cpu_threads_for passes the environment's).
+CpuThreads cpu_threads_from(int asked, const std::string& asked_from, int mask_cores, long online_cores,
+                            int ranks_on_node);
 // Sets OpenBLAS's thread count for this process (openblas_set_num_threads).
 void set_blas_threads(int n);
 // The CPU's model name (/proc/cpuinfo), or "CPU" when unknown.

@@ -36,14 +36,16 @@ std::string select_device(RankDevice& me) {
   return "";
 }
 
-RankDevice cpu_rank(const std::string& cpu_name, int threads, const std::string& threads_from) {
+RankDevice cpu_rank(const std::string& cpu_name, const CpuThreads& threads) {
   RankDevice me;
   me.rank = comm::rank();
   me.host = comm::processor_name();
   me.local_rank = comm::local_rank();
   me.device_name = cpu_name;
-  me.threads = threads;
-  me.threads_from = threads_from;
+  me.threads = threads.threads;
+  me.threads_from = threads.source;
+  me.threads_asked = threads.asked;
+  me.node_cores = threads.node_cores;
   return me;
 }
 
@@ -58,6 +60,8 @@ nlohmann::ordered_json rank_json(const RankDevice& d) {
   if (d.device < 0) {
     j["threads"] = d.threads;
     j["threads_from"] = d.threads_from;
+    j["threads_asked"] = d.threads_asked;
+    j["node_cores"] = d.node_cores;
   }
   return j;
 }
@@ -73,6 +77,8 @@ RankDevice rank_from_json(const nlohmann::json& j) {
   if (d.device < 0) {
     d.threads = j.at("threads").get<int>();
     d.threads_from = j.at("threads_from").get<std::string>();
+    d.threads_asked = j.value("threads_asked", 0);  // reports written before these existed lack them
+    d.node_cores = j.value("node_cores", 0L);
   }
   return d;
 }
@@ -146,6 +152,36 @@ std::string simulator_limits(const std::string& device_name, const Config& cfg) 
   if (cfg.gemm == 0) return "--gemm 0 (cuBLAS) does not run on GPGPU-Sim; use --gemm 1-4";
   if (cfg.graph) return "--graph (CUDA Graphs) does not run on GPGPU-Sim; leave it out";
   return "";
+}
+
+std::string threads_warning(const std::vector<RankDevice>& ranks) {
+  const RankDevice* first = nullptr;
+  int short_ranks = 0;
+  for (const RankDevice& d : ranks)
+    if (d.device < 0 && d.threads_asked > d.threads) {
+      if (!first) first = &d;
+      ++short_ranks;
+    }
+  if (!first) return "";
+  const int asked = first->threads_asked;
+  const std::string t = std::to_string(asked);
+  std::string more;
+  if (short_ranks > 1)
+    more = "; so do " + std::to_string(short_ranks - 1) + " more rank" + (short_ranks == 2 ? "" : "s");
+  const long on_node = std::count_if(ranks.begin(), ranks.end(), [&](const RankDevice& d) { return d.host == first->host; });
+  std::string fix;
+  if (first->node_cores > 0 && on_node * asked > first->node_cores) {
+    const long fit = std::max(1L, first->node_cores / asked);
+    fix = first->host + " has " + std::to_string(first->node_cores) + " cores for " + std::to_string(on_node) + " ranks x " +
+          t + " threads: run at most " + std::to_string(fit) + " rank" + (fit == 1 ? "" : "s") + " per node there, or " +
+          "ask for " + std::to_string(std::max(1L, first->node_cores / on_node)) + " thread" +
+          (first->node_cores / on_node > 1 ? "s" : "");
+  } else {
+    fix = "to give each rank " + t + " cores, launch with slurm/mpirun.sh, mpirun --map-by slot:PE=" + t +
+          " or srun --cpus-per-task=" + t;
+  }
+  return "rank " + std::to_string(first->rank) + " on " + first->host + " runs " + std::to_string(first->threads) +
+         " BLAS thread" + (first->threads == 1 ? "" : "s") + " (" + first->threads_from + ")" + more + ": " + fix;
 }
 
 }  // namespace nn::train

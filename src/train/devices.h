@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/cpu_threads.h"
 #include "train/config.h"
 
 namespace nn::train {
@@ -24,6 +25,8 @@ struct RankDevice {
   std::string device_name;
   int threads = 0;  // --device cpu: BLAS threads
   std::string threads_from;  // --device cpu: what decided them (cpu_threads.h)
+  int threads_asked = 0;  // --device cpu: what the environment asked for (0: nothing)
+  long node_cores = 0;    // --device cpu: the node's online cores
   bool operator==(const RankDevice&) const = default;
 };
 
@@ -36,11 +39,11 @@ int device_for(int local_rank, int count);
 std::string select_device(RankDevice& me);
 
 // This rank as a --device cpu rank (rank, host, local rank; device -1). Collective.
-RankDevice cpu_rank(const std::string& cpu_name, int threads, const std::string& threads_from);
+RankDevice cpu_rank(const std::string& cpu_name, const CpuThreads& threads);
 
 // A rank's entry of the report's "rank_devices": {"rank", "host", "local_rank", "device",
 // "device_count", "device_name"}, and for a --device cpu rank "device": null, "device_count": 0,
-// "threads", "threads_from". rank_from_json reads it back (throws nlohmann::json's errors).
+// "threads", "threads_from", "threads_asked", "node_cores". rank_from_json reads it back (throws nlohmann::json's errors).
 nlohmann::ordered_json rank_json(const RankDevice& d);
 RankDevice rank_from_json(const nlohmann::json& j);
 
@@ -52,6 +55,11 @@ std::vector<RankDevice> gather_ranks(const RankDevice& mine);
 //   ranks on node-b: 2->gpu0 3->gpu1 (4 devices: SIMT CPU emulator (1 workers))
 //   ranks on node-a: 0->cpu 1->cpu (CPU Intel Xeon, 1 BLAS thread each)
 std::vector<std::string> placement_lines(const std::vector<RankDevice>& ranks);
+
+// One line when some --device cpu rank runs fewer BLAS threads than the environment asked
+// for because it has fewer cores (cpu_threads.h), with the fix: the launches that give each
+// rank its cores, or, where the node has too few for its ranks x threads, fewer of either; or "".
+std::string threads_warning(const std::vector<RankDevice>& ranks);
 
 // What is wrong with a gathered list, or "": every rank 0..n-1 listed once in order, the local
 // ranks of each host 0..m-1 (in rank order), and every GPU rank on device local_rank % count.

@@ -99,7 +99,7 @@ RankDevice choose_device(const Config& cfg, Setup<T, Model>& s) {
     set_blas_threads(th.threads);
     s.threads = th.threads;
     s.device_name = cpu_name();
-    me = cpu_rank(s.device_name, th.threads, th.source);
+    me = cpu_rank(s.device_name, th);
   } else {
     all_ranks_ok(select_device(me));
     s.device_name = me.device_name;
@@ -206,6 +206,8 @@ void print_header(std::FILE* out, const Config& cfg, const HostData& data, const
                cfg.graph ? ", CUDA Graphs" : "");
   for (const std::string& line : placement_lines(s.ranks)) std::fprintf(out, "%s\n", line.c_str());
   std::fflush(out);
+  const std::string short_of_cores = threads_warning(s.ranks);
+  if (!short_of_cores.empty()) std::fprintf(stderr, "nn_train: warning: %s\n", short_of_cores.c_str());
 }
 
 }  // namespace nn::train

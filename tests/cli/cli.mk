@@ -11,16 +11,19 @@
 #                           in the header and the --report JSON; bad SIM_DEVICES refused
 #   tests/cli/resume_signal.sh  SIGUSR1 to mpirun mid-training, --resume until exit 0: the
 #                           --save file is byte-identical to an uninterrupted run's (issue 15)
-# Uses the Makefile's CPU_TRAIN, MPI_ENV, MPIRUN, MPIRUN_FLAGS. About 2 minutes on a
+#   tests/cli/cores.sh      --device cpu threads on cores of their own (issue 24): what
+#                           slurm/mpirun.sh adds (--map-by slot:PE=t), 1 rank x 2 threads
+#                           through it uses both cores (CPU/wall >= 1.6), plain mpirun warns
+# Uses the Makefile's CPU_TRAIN, MPI_ENV, MPIRUN, MPIRUN_FLAGS. About 2.5 minutes on a
 # 2-core machine. Ends with `cli: N passed, M failed`; fails if M > 0.
 CLI_TEST_DIR := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
 CLI_DATA ?= data/current
 
 .PHONY: test-cli
 test-cli: cpu data
-	@echo "== $(CLI_TEST_DIR)/bad_input.sh, kill_rank.sh, hung_rank.sh, device_map.sh, resume_signal.sh: nn_train on bad input (1 and 3 ranks), a rank killed or stalled mid-training, stopped by SIGUSR1 and resumed =="
+	@echo "== $(CLI_TEST_DIR)/bad_input.sh, kill_rank.sh, hung_rank.sh, device_map.sh, resume_signal.sh, cores.sh: nn_train on bad input (1 and 3 ranks), a rank killed or stalled mid-training, stopped by SIGUSR1 and resumed; threads on cores =="
 	@out=$$(mktemp); passed=0; failed=0; \
-	for script in bad_input kill_rank hung_rank device_map resume_signal; do \
+	for script in bad_input kill_rank hung_rank device_map resume_signal cores; do \
 	  if [ $$script != bad_input ]; then extra="$(CLI_DATA)"; else extra=; fi; \
 	  $(MPI_ENV) $(if $(filter 1,$(SANITIZE)),$(SAN_ENV)0) SIM_WORKERS=$${SIM_WORKERS:-1} \
 	    MPIRUN="$(MPIRUN)" MPIRUN_FLAGS="$(MPIRUN_FLAGS)" \

@@ -342,6 +342,35 @@ TEST(CpuModel, VectorisableExpIsWithinAFewUlpOfStdExp) {
   EXPECT_LT(cpu::exp_nonpos(-1000.0f), 2e-38f);
 }
 
+// What was asked against the room there is: the rank never runs more BLAS threads than the
+// cores in its affinity mask, or than its share of the node's cores, and says why.
+TEST(CpuModel, ThreadsNeverOutnumberTheRanksCores) {
+  CpuThreads t = cpu_threads_from(2, "OPENBLAS_NUM_THREADS", 1, 2, 1);  // plain mpirun -np 1: one core
+  EXPECT_EQ(t.threads, 1);
+  EXPECT_EQ(t.asked, 2);
+  EXPECT_EQ(t.room, 1);
+  EXPECT_EQ(t.source, "OPENBLAS_NUM_THREADS=2, but 1 core in its affinity mask");
+  t = cpu_threads_from(2, "OPENBLAS_NUM_THREADS", 2, 2, 1);  // slurm/mpirun.sh: PE=2
+  EXPECT_EQ(t.threads, 2);
+  EXPECT_EQ(t.source, "OPENBLAS_NUM_THREADS");
+  t = cpu_threads_from(4, "SLURM_CPUS_PER_TASK", 8, 8, 4);  // --bind-to none, 4 ranks x 4 on 8 cores
+  EXPECT_EQ(t.threads, 2);
+  EXPECT_EQ(t.source, "SLURM_CPUS_PER_TASK=4, but 8 cores on the node for 4 ranks");
+  t = cpu_threads_from(3, "OMP_NUM_THREADS", 8, 64, 2);  // fewer asked than there is room for
+  EXPECT_EQ(t.threads, 3);
+  EXPECT_EQ(t.room, 8);
+  t = cpu_threads_from(0, "", 2, 2, 1);  // nothing asked: all the room
+  EXPECT_EQ(t.threads, 2);
+  EXPECT_EQ(t.asked, 0);
+  EXPECT_EQ(t.source, "2 cores / 1 ranks on the node, 2 in this rank's affinity mask");
+  EXPECT_EQ(cpu_threads_from(0, "", 1, 2, 4).threads, 1);  // 4 ranks on 2 cores: at least 1
+  t = cpu_threads_from(2, "OPENBLAS_NUM_THREADS", 1, 2, 2);  // 2 ranks x 2 threads on 2 cores
+  EXPECT_EQ(t.threads, 1);
+  EXPECT_EQ(t.node_cores, 2);
+  EXPECT_EQ(t.source, "OPENBLAS_NUM_THREADS=2, but 2 cores on the node for 2 ranks");
+  EXPECT_EQ(cpu_threads_from(5, "OMP_NUM_THREADS", 0, 0, 0).threads, 1);  // nothing known: 1
+}
+
 TEST(CpuModel, ThreadsComeFromTheEnvironmentFirst) {
   const char* names[] = {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "SLURM_CPUS_PER_TASK"};
   std::vector<std::string> saved;
@@ -356,15 +385,18 @@ TEST(CpuModel, ThreadsComeFromTheEnvironmentFirst) {
   EXPECT_GE(def.threads, 1);
   EXPECT_NE(def.source.find("cores"), std::string::npos);
   EXPECT_LE(cpu_threads_for(1024).threads, def.threads);
+  // What is asked (the threads used are at most the room: ThreadsNeverOutnumberTheRanksCores).
   setenv("SLURM_CPUS_PER_TASK", "3", 1);
-  EXPECT_EQ(cpu_threads_for(2).threads, 3);
-  EXPECT_EQ(cpu_threads_for(2).source, "SLURM_CPUS_PER_TASK");
+  EXPECT_EQ(cpu_threads_for(2).asked, 3);
+  EXPECT_EQ(cpu_threads_for(2).source.rfind("SLURM_CPUS_PER_TASK", 0), 0u);
   setenv("OMP_NUM_THREADS", "5", 1);
-  EXPECT_EQ(cpu_threads_for(2).threads, 5);
+  EXPECT_EQ(cpu_threads_for(2).asked, 5);
   setenv("OPENBLAS_NUM_THREADS", "2", 1);
-  EXPECT_EQ(cpu_threads_for(2).threads, 2);
+  EXPECT_EQ(cpu_threads_for(2).asked, 2);
+  EXPECT_EQ(cpu_threads_for(2).threads, std::min(2, cpu_threads_for(2).room));
   setenv("OPENBLAS_NUM_THREADS", "zero", 1);  // not a count: the next source decides
-  EXPECT_EQ(cpu_threads_for(2).threads, 5);
+  EXPECT_EQ(cpu_threads_for(2).asked, 5);
+  EXPECT_EQ(cpu_threads_for(2).source.rfind("OMP_NUM_THREADS", 0), 0u);
   for (std::size_t i = 0; i < 3; ++i) {
     if (had[i]) setenv(names[i], saved[i].c_str(), 1);
     else unsetenv(names[i]);

@@ -12,6 +12,8 @@
 #   test       slurm/test.sbatch, the whole gtest suite at NP_LIST ranks, srun --mpi=pmix
 #   train      slurm/train.sbatch, a small training, srun (default launcher)
 #   train-mpi  slurm/train.sbatch with LAUNCHER=mpirun (and SBATCH_GPUS_PER_TASK=0)
+#   train-cpu, train-cpu-mpi  the same with --device cpu, 1 task and --cpus-per-task=2, srun
+#              and mpirun: the rank runs 2 BLAS threads and warns of nothing
 #   profile    slurm/profile.sbatch -> nsys.sh, with a stand-in `nsys` that only runs the
 #              program (no Nsight here); checks the wrapper's plumbing
 #   scaling    slurm/scaling.sbatch -> bench/scaling.sh, only with TEST_SCALING=1
@@ -284,6 +286,11 @@ submit() {
     --gpus-per-task=0 --ntasks="$TRAIN_NP" slurm/train.sbatch $TRAIN_ARGS
   submit train-mpi NN_BUILD=cpu NN_BIN="$NN_TRAIN" NN_DATA="$NN_DATA" LAUNCHER=mpirun SBATCH_GPUS_PER_TASK=0 -- \
     --ntasks="$TRAIN_NP" slurm/train.sbatch $TRAIN_ARGS
+  # --device cpu with 2 cores per task: srun and mpirun must give the rank both (issue 24).
+  submit train-cpu NN_BUILD=cpu NN_BIN="$NN_TRAIN" NN_DATA="$NN_DATA" -- \
+    --gpus-per-task=0 --ntasks=1 --cpus-per-task=2 slurm/train.sbatch $TRAIN_ARGS --device cpu
+  submit train-cpu-mpi NN_BUILD=cpu NN_BIN="$NN_TRAIN" NN_DATA="$NN_DATA" LAUNCHER=mpirun -- \
+    --gpus-per-task=0 --ntasks=1 --cpus-per-task=2 slurm/train.sbatch $TRAIN_ARGS --device cpu
   if [ "$TEST_PROFILE" = 1 ]; then
     # Stand-in for Nsight Systems: `nsys profile [--opt=..] PROG ARGS` runs PROG and writes
     # the --output report file (%q{VAR} expanded); `nsys stats ... --output BASE REP` writes
@@ -382,6 +389,16 @@ check_output() { # NAME EXTENDED_REGEX WHAT [COUNT]
   fi
 }
 
+check_absent() { # NAME EXTENDED_REGEX WHAT
+  local f
+  f=$(out_of "$1")
+  if grep -qE -- "$2" "$f" 2>/dev/null; then
+    fail "$1: $3: $(grep -E -- "$2" "$f" | head -n 1)"
+  else
+    pass "$1: $3"
+  fi
+}
+
 n_np=$(wc -w <<<"$NP_LIST")
 if check_state test; then
   check_output test '^tests: [0-9]+ passed, 0 failed' "gtest summary at each of $n_np rank counts ($NP_LIST)" "$n_np"
@@ -398,6 +415,15 @@ if check_state train-mpi; then
   check_output train-mpi "^MPI ranks: $TRAIN_NP " "$TRAIN_NP ranks"
   check_output train-mpi "mpirun(\.sh)? -np $TRAIN_NP" "launched with mpirun (slurm/mpirun.sh) inside the allocation"
 fi
+for name in train-cpu train-cpu-mpi; do
+  if check_state "$name"; then
+    check_output "$name" '^test precision: [0-9.]+' "trainer's test precision (--device cpu)"
+    check_output "$name" '2 BLAS threads each \(SLURM_CPUS_PER_TASK\)\)$' "--cpus-per-task=2: the rank runs 2 BLAS threads"
+    check_absent "$name" '^nn_train: warning:' "no warning (each thread has its core)"
+    [ "$name" != train-cpu ] ||
+      check_output "$name" 'srun --ntasks=1 (--mpi=[a-z0-9]+ )?--cpus-per-task=2 ' "srun given the job's --cpus-per-task"
+  fi
+done
 if [ "$TEST_PROFILE" = 1 ] && check_state profile; then
   check_output profile '^test precision: [0-9.]+' "trainer's test precision under nsys.sh"
   check_output profile '^nsys.sh: reports and CSV summaries in' "nsys.sh finished"

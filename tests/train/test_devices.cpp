@@ -98,6 +98,47 @@ TEST(Devices, CpuRanksShowTheCpuAndItsThreads) {
   EXPECT_EQ(rank_from_json(j), v[1]);
 }
 
+// A rank with fewer cores than the BLAS threads asked for (cpu_threads.h) gets one warning
+// line naming it, how many others, and the launches that give each rank its cores.
+TEST(Devices, RanksShortOfCoresGetOneWarningLineWithTheFix) {
+  std::vector<RankDevice> v(3);
+  for (int r = 0; r < 3; ++r) {
+    RankDevice& d = v[std::size_t(r)];
+    d.rank = d.local_rank = r;
+    d.host = "h";
+    d.device_name = "Xeon";
+    d.threads = 2;
+    d.threads_asked = 2;
+    d.threads_from = "OPENBLAS_NUM_THREADS";
+    d.node_cores = 8;
+  }
+  EXPECT_EQ(threads_warning(v), "");  // every rank has its 2 cores
+  EXPECT_EQ(threads_warning({}), "");
+  v[1].threads = v[2].threads = 1;
+  v[1].threads_from = v[2].threads_from = "OPENBLAS_NUM_THREADS=2, but 1 core in its affinity mask";
+  EXPECT_EQ(threads_warning(v),
+            "rank 1 on h runs 1 BLAS thread (OPENBLAS_NUM_THREADS=2, but 1 core in its affinity mask); so do 1 more "
+            "rank: to give each rank 2 cores, launch with slurm/mpirun.sh, mpirun --map-by slot:PE=2 or srun "
+            "--cpus-per-task=2");
+  for (RankDevice& d : v) d.node_cores = 4;  // 3 ranks x 2 threads on 4 cores: fewer of either
+  EXPECT_EQ(threads_warning(v),
+            "rank 1 on h runs 1 BLAS thread (OPENBLAS_NUM_THREADS=2, but 1 core in its affinity mask); so do 1 more "
+            "rank: h has 4 cores for 3 ranks x 2 threads: run at most 2 ranks per node there, or ask for 1 thread");
+  v[2].threads = 2;
+  const std::string one = threads_warning(v);
+  EXPECT_EQ(one.find("more rank"), std::string::npos) << one;
+  EXPECT_EQ(one.find('\n'), std::string::npos) << one;
+  const json j = rank_json(v[1]);  // the report keeps what was asked
+  EXPECT_EQ(j["threads_asked"], 2);
+  EXPECT_EQ(rank_from_json(j), v[1]);
+  json old = j;  // a report written before "threads_asked" existed still reads
+  old.erase("threads_asked");
+  EXPECT_EQ(rank_from_json(old).threads_asked, 0);
+  v[1].device = 0;  // GPU ranks have no BLAS threads to warn about
+  v[1].device_count = 1;
+  EXPECT_EQ(threads_warning({v[1]}), "");
+}
+
 TEST(Devices, CheckAcceptsLocalRankMappingAndRefusesGlobalRankMapping) {
   for (const bool rr : {false, true})
     for (const int k : {1, 2, 4}) {
