@@ -46,6 +46,9 @@ CONFIG_TAG := $(if $(filter 1,$(USE_DOUBLE)),-double)$(if $(filter 1,$(DEBUG)),-
 BUILD     ?= build
 CPU_DIR   := $(BUILD)/cpu$(CONFIG_TAG)
 CUDA_DIR  := $(BUILD)/cuda$(CONFIG_TAG)
+# make cpu-gemm-lab's programs (plain g++, no project libraries: the lab loads each BLAS itself).
+CPU_GEMM_DIR := $(BUILD)/cpu_gemm
+OPENBLAS_SO  := $(firstword $(wildcard /usr/lib/$(shell $(CXX) -print-multiarch 2>/dev/null)/libopenblas.so.0) libopenblas.so.0)
 
 DEFS     := -DOMPI_SKIP_MPICXX=1 -DMPICH_SKIP_MPICXX=1 $(if $(filter 1,$(USE_DOUBLE)),-DUSE_DOUBLE) $(if $(filter 1,$(DEBUG)),-DNN_DEBUG) \
             $(if $(NVTX_DIR),-DNN_HAVE_NVTX)
@@ -255,8 +258,9 @@ test-sim-examples: setup
 # and paths, the GEMM registry against --help, kernels/gemm/README.md and the bench; the
 # dependency graph from make's own database (setup before everything, `make run` builds only
 # what it runs, `make` both builds); each setup component before the targets that need it;
-# simultaneous launches through slurm/mpirun.sh, which must never collide.
-test-build: $(CPU_TRAIN) $(CPU_DIR)/bin/gemm_bench data
+# simultaneous launches through slurm/mpirun.sh, which must never collide; make cpu-gemm-lab's
+# two programs at a small size.
+test-build: $(CPU_TRAIN) $(CPU_DIR)/bin/gemm_bench data $(CPU_GEMM_DIR)/bin/cpu_gemm_lab $(CPU_GEMM_DIR)/bin/fma_peak
 	@echo "== tests/build/check_sizes.py: every file of src/ at most 400 lines, every function at most 60 =="
 	@$(PYTHON) tests/build/check_sizes.py src
 	@echo "== tests/build/check_links.py: every link and repository path in the Markdown files exists =="
@@ -267,6 +271,9 @@ test-build: $(CPU_TRAIN) $(CPU_DIR)/bin/gemm_bench data
 	@$(PYTHON) tests/build/check_graph.py $(MAKE)
 	@echo "== tests/build/check_setup.py: setup components (.ci/setup.sh plots, fuzz, ...) run before the targets that need them =="
 	@$(PYTHON) tests/build/check_setup.py $(MAKE)
+	@echo "== make cpu-gemm-lab's programs, small: OpenBLAS's five step GEMMs checked against float64 sums; the FMA loop runs =="
+	@$(CPU_GEMM_DIR)/bin/cpu_gemm_lab --lib openblas=$(OPENBLAS_SO) --shapes 16:8,33:7 --procs 1,2 --seconds 0.01 >/dev/null
+	@$(CPU_GEMM_DIR)/bin/fma_peak --threads 1 --seconds 0.02 --repeats 1 | grep -q '^peak, 1 thread: '
 	@echo "== tests/build/concurrent_runs.sh: simultaneous launches, each with its own Open MPI session directory =="
 	@$(MPI_ENV) $(if $(filter 1,$(SANITIZE)),$(SAN_ENV)0) bash tests/build/concurrent_runs.sh $(CPU_TRAIN) data/current
 test-cuda: cuda
@@ -338,6 +345,20 @@ plots: setup-plots $(CPU_TRAIN) $(CPU_DIR)/bin/gemm_bench data
 peer: setup-peer $(CPU_TRAIN) data $(if $(and $(HAVE_NVCC),$(GPU_VISIBLE)),$(CUDA_TRAIN))
 	CPU_DIR=$(CPU_DIR) CUDA_DIR=$(CUDA_DIR) PYTHON=$(PLOTS_PYTHON) bash bench/peer_compare.sh
 
+# `make cpu-gemm-lab`: which CPU GEMM is fastest at the trainer's --device cpu shapes: OpenBLAS,
+# BLIS, oneDNN and Intel MKL (PyPI, into $(BUILD)/venv-mkl) at 1 and 2 threads, every result
+# checked, and the machine's FMA peak (bench/cpu_gemm/lab.sh; CSV and summary in $(BUILD)/cpu_gemm).
+# Plain g++ builds, without the project's libraries: the lab loads each BLAS itself.
+$(CPU_GEMM_DIR)/bin/cpu_gemm_lab: bench/cpu_gemm/lab.cpp | setup
+	@mkdir -p $(dir $@)
+	$(call step,CC,host,$<)$(CXX) -std=c++20 -O2 $(WARN) $< -ldl -o $@
+$(CPU_GEMM_DIR)/bin/fma_peak: bench/cpu_gemm/fma_peak.cpp | setup
+	@mkdir -p $(dir $@)
+	$(call step,CC,host,$<)$(CXX) -std=c++20 -O2 $(WARN) -pthread $< -o $@
+.PHONY: cpu-gemm-lab
+cpu-gemm-lab: setup-gemmlab $(CPU_GEMM_DIR)/bin/cpu_gemm_lab $(CPU_GEMM_DIR)/bin/fma_peak
+	OUT=$(CPU_GEMM_DIR) VENV=$(BUILD)/venv-mkl bash bench/cpu_gemm/lab.sh $(CPU_GEMM_DIR)/bin/cpu_gemm_lab $(CPU_GEMM_DIR)/bin/fma_peak
+
 # Fragments: the local Slurm cluster test, CLI bad-input tests, fuzzing, the scaling study.
 include tests/slurm/slurm.mk
 include tests/fuzz/fuzz.mk
@@ -358,6 +379,7 @@ help:
 	@echo "make bench   GEMM lab (validate + time every variant), emulator speed, loader speed"
 	@echo "make plots   roofline, training curves, GEMM bars, phase breakdown (PNG, build/plots/)"
 	@echo "make peer    our reference vs PyTorch on the same network (and our GPU build vs PyTorch on a GPU)"
+	@echo "make cpu-gemm-lab  OpenBLAS vs BLIS, oneDNN, MKL at the --device cpu GEMM shapes, 1 and 2 threads; the FMA peak"
 	@echo "make scaling strong/weak scaling x strategies + variant ratios (CSV, PNG in build/scaling/)"
 	@echo "make test-build  sizes of src/ files and functions, Markdown links, GEMM registry agreement, the dependency graph, simultaneous launches"
 	@echo "make test-cli    bad input (every corrupt IDX class, bad options, bad checkpoints) and a killed rank, end to end"

@@ -17,13 +17,15 @@
 #   slurm      Slurm's daemons and client, munge (make test-slurm)
 #   gpgpusim   GPGPU-Sim's build tools: bison flex makedepend patch git xz pip zlib libGL
 #   multinode  ip (network namespaces), unshare, nsenter, ps/pgrep/pkill, and slurm's
+#   gemmlab    BLIS and oneDNN's libraries, python3's venv (make cpu-gemm-lab: bench/cpu_gemm/lab.sh,
+#              which installs Intel MKL from PyPI into a venv of its own)
 # PLOTS_PYTHON (default /usr/bin/python3): the python of plots, scaling and peer; Debian's
 # packages serve only the system interpreter, so for another one setup names the pip module.
 # --check: check only, install nothing (exit 1 when something is missing). --list: the
 # component names. Unknown component: one line, exit 2.
 set -euo pipefail
 
-COMPONENTS=(base plots scaling peer fuzz slurm gpgpusim multinode)
+COMPONENTS=(base plots scaling peer fuzz slurm gpgpusim multinode gemmlab)
 CXX=${CXX:-g++}
 MPICXX=${MPICXX:-mpicxx}
 CLANGXX=${CLANGXX:-clang++}
@@ -164,6 +166,14 @@ check_multinode() {
   local c
   for c in ps pgrep pkill; do need procps "$c" have_cmd "$c"; done
   check_slurm
+}
+
+check_gemmlab() {
+  local dir
+  dir=/usr/lib/$("$CXX" -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
+  need libblis4-pthread "BLIS (pthreads)"        test -e "$dir/blis-pthread/libblis.so.4"
+  need libdnnl2         "oneDNN"                 test -e "$dir/libdnnl.so.2"
+  need python3-venv     "python3 -m venv (MKL)"  python3 -c 'import ensurepip, venv'
 }
 
 check_all() {
