@@ -58,7 +58,8 @@ SANFLAGS := $(if $(filter 1,$(SANITIZE)),-fsanitize=address$(comma)undefined -fn
 WARN     := -Wall -Wextra
 INCLUDES := -Isrc -Ikernels
 CXXFLAGS_COMMON := -std=c++20 $(OPT) $(WARN) $(DEFS) $(INCLUDES) -MMD -MP
-LIBS     := -larmadillo -lz -pthread
+# oneDNN: --device cpu's other GEMM library (src/model/cpu_gemm.cpp), with its OpenMP runtime.
+LIBS     := -larmadillo -lz -ldnnl -lgomp -pthread
 
 # ---- sources --------------------------------------------------------------------
 HOST_SRCS   := $(sort $(filter-out src/app/main.cpp,$(wildcard src/*/*.cpp src/*.cpp)))

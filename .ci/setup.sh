@@ -117,6 +117,7 @@ check_base() {
   need libopenmpi-dev        "MPI C++ wrapper $MPICXX"          have_cmd "$MPICXX"
   need libarmadillo-dev      "Armadillo"                        have_lib armadillo -larmadillo
   need libopenblas-dev       "OpenBLAS (Armadillo, sim cuBLAS)" have_lib cblas.h -lopenblas
+  need libdnnl-dev           "oneDNN (--cpu-gemm onednn)"       have_lib dnnl.h -ldnnl
   need libgtest-dev          "GoogleTest"                       have_lib gtest/gtest.h "-lgtest -pthread"
   need libboost-context-dev  "Boost.Context (emulator fibers)"  have_lib boost/context/detail/fcontext.hpp -lboost_context
   need zlib1g-dev            "zlib"                             have_lib zlib.h -lz

@@ -20,7 +20,8 @@
 #   DATA=data/current SHAPES="256:100 512:800 1024:3000" PROCS="1 2" CORES=$(nproc) EPOCHS=4
 #   LR=0.5 REG=1e-4 TRAIN_SIZE=0 (all)  HIDDEN=256 BATCH=100 (GPU part)  MODE=auto|cpu|gpu
 #   PYTHON=/usr/bin/python3  CPU_DIR=build/cpu  CUDA_DIR=build/cuda  MPIRUN=slurm/mpirun.sh
-#   OUT=build/peer (logs)  OMP_WAIT_POLICY=PASSIVE (see below)  ROUNDS=2
+#   OUT=build/peer (logs)  OMP_WAIT_POLICY=PASSIVE (see below)  ROUNDS=2  CPU_GEMM=openblas
+#   (nn_train --cpu-gemm: openblas or onednn)
 # ROUNDS: each CPU pair runs ROUNDS times, alternating ours / PyTorch, and each side keeps its
 # fastest round's median, so a burst of load from another job hurts neither side alone.
 # PyTorch: Debian's python3-torch; installed with apt-get when missing and run as root
@@ -40,6 +41,7 @@ LR=${LR:-0.5}
 REG=${REG:-1e-4}
 TRAIN_SIZE=${TRAIN_SIZE:-0}
 MODE=${MODE:-auto}
+CPU_GEMM=${CPU_GEMM:-openblas}  # nn_train --cpu-gemm: openblas | onednn
 PYTHON=${PYTHON:-/usr/bin/python3}
 CPU_DIR=${CPU_DIR:-build/cpu}
 CUDA_DIR=${CUDA_DIR:-build/cuda}
@@ -161,7 +163,7 @@ if [ "$MODE" != gpu ]; then
         echo "-- round $round of $ROUNDS"
         OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t "$MPIRUN" "${over[@]}" -np "$p" \
           -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS -x OMP_WAIT_POLICY \
-          "$CPU_DIR/bin/nn_train" --device cpu "${args[@]}" --metrics "$OUT/ours_cpu_$tag.csv" | tee "$OUT/ours_cpu_$tag.log"
+          "$CPU_DIR/bin/nn_train" --device cpu --cpu-gemm "$CPU_GEMM" "${args[@]}" --metrics "$OUT/ours_cpu_$tag.csv" | tee "$OUT/ours_cpu_$tag.log"
         OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t "$PYTHON" bench/peer_torch.py "${args[@]}" --device cpu \
           --threads "$t" --procs "$p" | tee "$OUT/torch_cpu_$tag.log"
         o+=("$(median_from_metrics "$OUT/ours_cpu_$tag.csv")")

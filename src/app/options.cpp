@@ -163,6 +163,15 @@ const Spec kSpecs[] = {
      else if (s == "cpu") c.device = Device::Cpu;
      else throw BadValue{s.empty() ? "missing value" : "must be gpu or cpu"};
    }},
+  {"cpu-gemm", "LIB", "with --device cpu: openblas | onednn (float only), the GEMM library "
+   "(make cpu-gemm-lab compares them)",
+   [](const Config& c) { return std::string(cpu_gemm_name(c.cpu_gemm)); },
+   [](Config& c, const std::string& v) {
+     const std::string s = trim(v);
+     if (s == "openblas") c.cpu_gemm = CpuGemm::OpenBLAS;
+     else if (s == "onednn") c.cpu_gemm = CpuGemm::OneDNN;
+     else throw BadValue{s.empty() ? "missing value" : "must be openblas or onednn"};
+   }},
 };
 // clang-format on
 constexpr std::size_t kNumSpecs = std::size(kSpecs);

@@ -1,4 +1,4 @@
-// CpuModel: one rank's forward/backward on the host with cblas_?gemm (OpenBLAS) for the five
+// CpuModel: one rank's forward/backward on the host with OpenBLAS or oneDNN (cpu_gemm.h) for the five
 // GEMMs of a step and one fused pass for each elementwise stage (bias + sigmoid; bias +
 // softmax + cross-entropy + hits + dZ2; sigmoid' + db1), into buffers sized once in the
 // constructor: a training step allocates nothing. Tested by tests/model/test_cpu_model.cpp.
@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cblas.h>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -19,22 +18,21 @@
 #include <type_traits>
 
 #include "common/nvtx.h"
+#include "model/cpu_gemm.h"
 #include "model/cpu_kernels.h"
 
 namespace nn::train {
 
 namespace {
 
-// Column-major C = alpha op(A) op(B) + beta C for float and double.
-void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
-          float beta, float* C, int ldc) {
-  cblas_sgemm(CblasColMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A,
-              lda, B, ldb, beta, C, ldc);
+// Column-major C = alpha op(A) op(B) + beta C for float and double, with the model's library.
+void gemm(CpuGemm lib, bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
+          int ldb, float beta, float* C, int ldc) {
+  cpu_sgemm(lib, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
-void gemm(bool ta, bool tb, int M, int N, int K, double alpha, const double* A, int lda, const double* B, int ldb,
-          double beta, double* C, int ldc) {
-  cblas_dgemm(CblasColMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A,
-              lda, B, ldb, beta, C, ldc);
+void gemm(CpuGemm, bool ta, bool tb, int M, int N, int K, double alpha, const double* A, int lda, const double* B,
+          int ldb, double beta, double* C, int ldc) {
+  cpu_dgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 }  // namespace
@@ -43,7 +41,7 @@ CpuImages::CpuImages(const std::uint8_t* img, const std::uint8_t* lab, std::size
     : images(img, img + n_ * std::size_t(D_)), labels(lab, lab + n_), n(n_), D(D_) {}
 
 template <class T>
-CpuModel<T>::CpuModel(int D, int H, int C, int max_cols)
+CpuModel<T>::CpuModel(int D, int H, int C, int max_cols, CpuGemm gemm_lib)
     : lay_{D, H, C},
       max_cols_(max_cols < 1 ? 1 : max_cols),
       params_(lay_.total()),
@@ -52,8 +50,11 @@ CpuModel<T>::CpuModel(int D, int H, int C, int max_cols)
       A1_(std::size_t(H) * max_cols_),
       Z2_(std::size_t(C) * max_cols_),
       dA1_(std::size_t(H) * max_cols_),
-      ylab_(max_cols_) {
+      ylab_(max_cols_),
+      gemm_lib_(gemm_lib) {
   if (D < 1 || H < 0 || C < 1) throw std::invalid_argument("CpuModel: D, C must be positive, H >= 0");
+  if (std::is_same_v<T, double> && gemm_lib != CpuGemm::OpenBLAS)
+    throw std::invalid_argument("CpuModel<double>: oneDNN has no double GEMM");
 }
 
 template <class T>
@@ -101,7 +102,7 @@ void CpuModel<T>::hidden_forward(int b) {
   const T* P = params_.data();
   {
     NN_RANGE("forward GEMM 1");
-    gemm(false, false, H, b, D, T(1), P + lay_.W1(), H, X_.data(), D, T(0), A1_.data(), H);
+    gemm(gemm_lib_, false, false, H, b, D, T(1), P + lay_.W1(), H, X_.data(), D, T(0), A1_.data(), H);
   }
   cpu::bias_sigmoid(A1_.data(), P + lay_.b1(), H, b);
 }
@@ -110,7 +111,8 @@ template <class T>
 void CpuModel<T>::scores_forward(int b) {
   NN_RANGE("forward GEMM 2");
   const int H = lay_.H, C = lay_.C;
-  gemm(false, false, C, b, H, T(1), params_.data() + lay_.W2(), C, A1_.data(), H, T(0), Z2_.data(), C);
+  gemm(gemm_lib_, false, false, C, b, H, T(1), params_.data() + lay_.W2(), C, A1_.data(), H, T(0), Z2_.data(),
+       C);
 }
 
 // One pass per column: (+ b2), the max-shifted softmax, cross-entropy lse - z_y and the hit
@@ -131,7 +133,7 @@ void CpuModel<T>::layer2_grads(int b, bool with_reg, T reg) {
   if (H > 0) {
     NN_RANGE("backward GEMM 1");
     if (with_reg) std::memcpy(G + lay_.W2(), params_.data() + lay_.W2(), sizeof(T) * std::size_t(C) * H);
-    gemm(false, true, C, H, b, T(1), dZ2, C, A1_.data(), H, with_reg ? reg : T(0), G + lay_.W2(), C);
+    gemm(gemm_lib_, false, true, C, H, b, T(1), dZ2, C, A1_.data(), H, with_reg ? reg : T(0), G + lay_.W2(), C);
   }
   T* db2 = G + lay_.b2();
   std::fill(db2, db2 + C, T(0));
@@ -149,7 +151,7 @@ void CpuModel<T>::layer1_grads(int b, bool with_reg, T reg) {
   const T* P = params_.data();
   {
     NN_RANGE("backward GEMM 2");
-    gemm(true, false, H, b, C, T(1), P + lay_.W2(), C, Z2_.data(), C, T(0), dA1_.data(), H);
+    gemm(gemm_lib_, true, false, H, b, C, T(1), P + lay_.W2(), C, Z2_.data(), C, T(0), dA1_.data(), H);
   }
   cpu::sigmoid_backward_rowsum(dA1_.data(), A1_.data(), H, b, G + lay_.b1());
   NN_RANGE("backward GEMM 3");
@@ -159,11 +161,12 @@ void CpuModel<T>::layer1_grads(int b, bool with_reg, T reg) {
     // (1.2e-5 in W1 after 1620 steps, measured), where separate roundings average out.
     T* W1 = params_.data() + lay_.W1();
     if (with_reg) cpu::sgd(W1, W1, std::size_t(H) * D, fused_lr_ * reg);
-    gemm(false, true, H, D, b, -fused_lr_, dA1_.data(), H, X_.data(), D, T(1), W1, H);
+    gemm(gemm_lib_, false, true, H, D, b, -fused_lr_, dA1_.data(), H, X_.data(), D, T(1), W1, H);
     return;
   }
   if (with_reg) std::memcpy(G + lay_.W1(), P + lay_.W1(), sizeof(T) * std::size_t(H) * D);
-  gemm(false, true, H, D, b, T(1), dA1_.data(), H, X_.data(), D, with_reg ? reg : T(0), G + lay_.W1(), H);
+  gemm(gemm_lib_, false, true, H, D, b, T(1), dA1_.data(), H, X_.data(), D, with_reg ? reg : T(0), G + lay_.W1(),
+       H);
 }
 
 // An empty slice still takes part in the reduction: zero, or reg * W on the one rank that
@@ -331,11 +334,11 @@ typename CpuModel<T>::GemmTiming CpuModel<T>::time_step_gemms(int b, int reps) c
   std::vector<T> X(std::size_t(D) * b, T(0.5)), A1(std::size_t(H) * b, T(0.5)), Z2(std::size_t(C) * b, T(0.01)),
       dA1(std::size_t(H) * b), G(lay_.total()), P(params_);
   const auto step = [&] {
-    gemm(false, false, H, b, D, T(1), P.data() + lay_.W1(), H, X.data(), D, T(0), A1.data(), H);
-    gemm(false, false, C, b, H, T(1), P.data() + lay_.W2(), C, A1.data(), H, T(0), Z2.data(), C);
-    gemm(false, true, C, H, b, T(1), Z2.data(), C, A1.data(), H, T(0), G.data() + lay_.W2(), C);
-    gemm(true, false, H, b, C, T(1), P.data() + lay_.W2(), C, Z2.data(), C, T(0), dA1.data(), H);
-    gemm(false, true, H, D, b, T(1), dA1.data(), H, X.data(), D, T(0), G.data() + lay_.W1(), H);
+    gemm(gemm_lib_, false, false, H, b, D, T(1), P.data() + lay_.W1(), H, X.data(), D, T(0), A1.data(), H);
+    gemm(gemm_lib_, false, false, C, b, H, T(1), P.data() + lay_.W2(), C, A1.data(), H, T(0), Z2.data(), C);
+    gemm(gemm_lib_, false, true, C, H, b, T(1), Z2.data(), C, A1.data(), H, T(0), G.data() + lay_.W2(), C);
+    gemm(gemm_lib_, true, false, H, b, C, T(1), P.data() + lay_.W2(), C, Z2.data(), C, T(0), dA1.data(), H);
+    gemm(gemm_lib_, false, true, H, D, b, T(1), dA1.data(), H, X.data(), D, T(0), G.data() + lay_.W1(), H);
   };
   using Clock = std::chrono::steady_clock;
   step();  // warm-up: OpenBLAS's buffers and threads

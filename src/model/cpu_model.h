@@ -1,5 +1,5 @@
 // The network on the host CPU (--device cpu): the same public interface as DeviceModel
-// (device_model.h), computed with BLAS (cblas_?gemm on OpenBLAS) into buffers allocated
+// (device_model.h), computed with OpenBLAS or oneDNN (cpu_gemm.h) into buffers allocated
 // once, with the elementwise work fused into one pass per layer. Plain host code: no CUDA,
 // no emulator, in both builds. Tested by tests/model/test_cpu_model.cpp (gradients against
 // the reference and finite differences) and through the trainer tests (--device cpu).
@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "model/cpu_gemm.h"
 #include "model/cpu_threads.h"
 #include "model/model.h"
 #include "model/param_layout.h"
@@ -34,8 +35,9 @@ class CpuModel {
   static constexpr bool kOnHost = true;  // computes on the host: no device, no streams (model.h)
 
   // max_cols: the most columns one forward pass handles. H == 0 is allowed (a model-parallel
-  // rank that owns no hidden unit).
-  CpuModel(int D, int H, int C, int max_cols);
+  // rank that owns no hidden unit). gemm_lib: the GEMM library (cpu_gemm.h; OpenBLAS for double).
+  CpuModel(int D, int H, int C, int max_cols, CpuGemm gemm_lib = CpuGemm::OpenBLAS);
+  CpuGemm gemm_lib() const { return gemm_lib_; }
 
   const ParamLayout& layout() const { return lay_; }
   std::size_t num_params() const { return lay_.total(); }
@@ -130,6 +132,7 @@ class CpuModel {
   std::function<void()> phase_hook_;
   bool fused_ = false;  // fuse_w1_step
   T fused_lr_ = 0;
+  CpuGemm gemm_lib_;
 };
 
 static_assert(TrainableModel<CpuModel<float>, float> && TrainableModel<CpuModel<double>, double>);

@@ -9,8 +9,6 @@
 #include <cstdlib>
 #include <string>
 
-extern "C" void openblas_set_num_threads(int num_threads);  // also in OpenBLAS's cblas.h
-
 namespace nn::train {
 
 namespace {
@@ -64,8 +62,6 @@ CpuThreads cpu_threads_for(int ranks_on_node) {
   const int mine = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
   return cpu_threads_from(asked, from, mine, sysconf(_SC_NPROCESSORS_ONLN), ranks_on_node);
 }
-
-void set_blas_threads(int n) { openblas_set_num_threads(std::max(1, n)); }
 
 std::string cpu_name() {
   std::FILE* f = std::fopen("/proc/cpuinfo", "r");

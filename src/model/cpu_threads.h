@@ -24,8 +24,6 @@ CpuThreads cpu_threads_for(int ranks_on_node);
 // The same, from the counts themselves (pure; cpu_threads_for passes the environment's).
 CpuThreads cpu_threads_from(int asked, const std::string& asked_from, int mask_cores, long online_cores,
                             int ranks_on_node);
-// Sets OpenBLAS's thread count for this process (openblas_set_num_threads).
-void set_blas_threads(int n);
 // The CPU's model name (/proc/cpuinfo), or "CPU" when unknown.
 std::string cpu_name();
 

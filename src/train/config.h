@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string>
 
+#include "model/cpu_gemm.h"
+
 namespace nn::train {
 
 // How the ranks cooperate (docs/parallelism.md): data parallelism with the gradient summed by
@@ -47,6 +49,7 @@ struct Config {
   bool mpi_device = false;            // --mpi device: device pointers to a CUDA-aware MPI
   bool graph = false;                 // replay each step's kernels as CUDA Graphs
   Device device = Device::Gpu;        // --device gpu | cpu
+  CpuGemm cpu_gemm = CpuGemm::OpenBLAS;  // --device cpu: the GEMM library (cpu_gemm.h)
   double timeout = 300;               // seconds a step may take before the job ends (0 = off; watchdog.h)
 };
 

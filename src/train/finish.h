@@ -98,6 +98,8 @@ nlohmann::ordered_json performance_report(Run<T, Model>& R) {
     report["mpi_memory"] = cfg.mpi_device ? "device" : "host";
     if constexpr (kOnHost<Model>)
       report["cpu"] = {{"threads_per_rank", R.s.threads},
+                       {"gemm", cpu_gemm_name(cfg.cpu_gemm)},
+                       {"gemm_version", cpu_gemm_version(cfg.cpu_gemm)},
                        {"gemm_step_s", R.gemm_step_s},
                        {"blas_bound_epoch_s", R.gemm_step_s * double(R.plan.n) / double(R.plan.B)}};
     report["host_queue_us_per_step"] = us_per_step;

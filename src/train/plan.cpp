@@ -39,6 +39,8 @@ void validate(const Config& cfg) {
   if (cfg.device == Device::Cpu && cfg.mpi_device)
     bad("--mpi device is for --device gpu (with --device cpu, MPI already reduces the gradient in place)");
   if (cfg.device == Device::Cpu && cfg.graph) bad("--graph (CUDA Graphs) is for --device gpu");
+  if (cfg.device != Device::Cpu && cfg.cpu_gemm != CpuGemm::OpenBLAS)
+    bad(std::string("--cpu-gemm ") + cpu_gemm_name(cfg.cpu_gemm) + " is for --device cpu");
 }
 
 RootPlan plan_on_root(const Config& cfg, const HostData& data, bool is_double) {

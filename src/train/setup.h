@@ -26,7 +26,7 @@ namespace nn::train {
 template <class Model>
 std::unique_ptr<Model> make_model(int D, int H, int C, int max_cols, const Config& cfg) {
   if constexpr (kOnHost<Model>)
-    return std::make_unique<Model>(D, H, C, max_cols);
+    return std::make_unique<Model>(D, H, C, max_cols, cfg.cpu_gemm);
   else
     return std::make_unique<Model>(D, H, C, max_cols, cfg.gemm);
 }
@@ -96,7 +96,7 @@ RankDevice choose_device(const Config& cfg, Setup<T, Model>& s) {
   RankDevice me;
   if constexpr (kOnHost<Model>) {
     const CpuThreads th = cpu_threads_for(comm::local_size());
-    set_blas_threads(th.threads);
+    set_gemm_threads(th.threads);
     s.threads = th.threads;
     s.device_name = cpu_name();
     me = cpu_rank(s.device_name, th);
@@ -169,8 +169,9 @@ void print_header(std::FILE* out, const Config& cfg, const HostData& data, const
   const char* kind = cfg.strategy == Strategy::Model ? "model-parallel trainer" : "data-parallel trainer";
   const char* prec = std::is_same_v<T, double> ? "double" : "float";
   if constexpr (kOnHost<Model>)
-    std::fprintf(out, "nn_train: %s, %s, --device cpu: host BLAS (OpenBLAS), %d thread%s per rank (%s build, "
-                 "no emulator)\n", kind, prec, s.threads, s.threads == 1 ? "" : "s", build);
+    std::fprintf(out, "nn_train: %s, %s, --device cpu: host GEMM %s, %d thread%s per rank (%s build, "
+                 "no emulator)\n", kind, prec, cpu_gemm_version(cfg.cpu_gemm).c_str(), s.threads,
+                 s.threads == 1 ? "" : "s", build);
   else
     std::fprintf(out, "nn_train: %s, %s, %s build, GEMM variant %d (%s)\n", kind, prec,
 #ifdef SIM_EMULATOR

@@ -8,8 +8,10 @@
 // two instantiations of train_with. Tested by tests/train at 1-4 ranks.
 #include "train/trainer.h"
 
+#include <type_traits>
 #include <utility>
 
+#include "common/errors.h"
 #include "model/cpu_model.h"
 #include "model/device_model.h"
 #include "train/finish.h"
@@ -23,6 +25,9 @@ namespace {
 template <class T, class Model>
 TrainResult train_with(const Config& cfg, const HostData& data, std::FILE* out) {
   validate(cfg);
+  if constexpr (kOnHost<Model> && std::is_same_v<T, double>)
+    if (cfg.cpu_gemm == CpuGemm::OneDNN)
+      throw UserError("--cpu-gemm onednn computes in float; this build trains in double (USE_DOUBLE=1)");
   Run<T, Model> R(cfg, data, out);
   if (R.out) print_header(R.out, cfg, data, R.s);
   open_metrics(R);

@@ -42,6 +42,33 @@ TEST(CpuTrain, EveryStrategyMatchesTheReferenceInFloat) {
   }
 }
 
+// --cpu-gemm onednn: the same training through oneDNN's GEMM, verified against the reference
+// at every strategy, and within float roundoff of the OpenBLAS run.
+TEST(CpuTrain, OneDnnGemmMatchesTheReferenceAndTheOpenBlasRun) {
+  for (Strategy st : kAll) {
+    SCOPED_TRACE(strategy_name(st));
+    Config c = cpu_config(5, 7, 2, st);
+    const auto ob = train_on<float>(c, make_data(60, 20), nullptr);
+    c.cpu_gemm = CpuGemm::OneDNN;
+    const auto dn = train_on<float>(c, make_data(60, 20), nullptr);
+    expect_verified<float>(dn);
+    expect_ranks_agree(dn.params);
+    double num = 0, den = 0;
+    const auto add = [&](const std::vector<double>& x, const std::vector<double>& y) {
+      ASSERT_EQ(x.size(), y.size());
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        num += (x[i] - y[i]) * (x[i] - y[i]);
+        den += y[i] * y[i];
+      }
+    };
+    add(dn.params.W1, ob.params.W1);
+    add(dn.params.b1, ob.params.b1);
+    add(dn.params.W2, ob.params.W2);
+    add(dn.params.b2, ob.params.b2);
+    EXPECT_LT(std::sqrt(num / den), 1e-5);
+  }
+}
+
 TEST(CpuTrain, EveryStrategyMatchesTheReferenceInDouble) {
   for (Strategy st : kAll) {
     SCOPED_TRACE(strategy_name(st));
@@ -131,6 +158,18 @@ TEST(CpuTrain, GpuOnlyOptionsAndBadSizesAreUserErrors) {
   c = cpu_config(6, 100, 1);  // more than the 54 training images
   EXPECT_NE(message(c).find("--batch 100 exceeds the 54 training images"), std::string::npos) << message(c);
   c = cpu_config(6, 7, 1);
+  c.device = Device::Gpu;
+  c.cpu_gemm = CpuGemm::OneDNN;
+  EXPECT_NE(message(c).find("--cpu-gemm onednn is for --device cpu"), std::string::npos) << message(c);
+  c = cpu_config(6, 7, 1);
+  c.cpu_gemm = CpuGemm::OneDNN;
+  try {
+    train_on<double>(c, d, nullptr);
+    ADD_FAILURE() << "--cpu-gemm onednn in double: no error";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("computes in float"), std::string::npos) << e.what();
+  }
+  c = cpu_config(6, 7, 1);
   c.train_size = 1000;
   EXPECT_NE(message(c).find("--train-size 1000 exceeds"), std::string::npos) << message(c);
 }
@@ -159,6 +198,7 @@ TEST(CpuTrain, ReportTimesTheHostAndUsesTheGemmRateAsCeiling) {
     const double rate = r["measured"]["gemm_flops_per_s"];
     EXPECT_GT(rate, 0.0);
     EXPECT_GT(r["cpu"]["threads_per_rank"].get<int>(), 0);
+    EXPECT_EQ(r["cpu"]["gemm"], "openblas");
     EXPECT_GT(r["cpu"]["blas_bound_epoch_s"].get<double>(), 0.0);
     if (comm::size() == 1) EXPECT_DOUBLE_EQ(r["roofline_prediction_flops_per_s"].get<double>(), rate);
     else EXPECT_LT(r["roofline_prediction_flops_per_s"].get<double>(), rate);

@@ -1,0 +1,53 @@
+// The --device cpu model's GEMM libraries (cpu_gemm.h).
+#include "model/cpu_gemm.h"
+
+#include <cblas.h>
+#include <dnnl.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace nn::train {
+
+const char* cpu_gemm_name(CpuGemm g) { return g == CpuGemm::OneDNN ? "onednn" : "openblas"; }
+
+std::string cpu_gemm_version(CpuGemm g) {
+  if (g == CpuGemm::OneDNN) {
+    const dnnl_version_t* v = dnnl_version();
+    return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+  }
+  // openblas_get_config(): "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH ...": its first two words.
+  std::string c = openblas_get_config();
+  std::size_t end = c.find(' ');
+  if (end != std::string::npos) end = c.find(' ', end + 1);
+  return c.substr(0, end);
+}
+
+void cpu_sgemm(CpuGemm lib, bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
+               const float* B, int ldb, float beta, float* C, int ldc) {
+  if (lib == CpuGemm::OneDNN) {
+    // oneDNN is row-major: the column-major C = op(A) op(B) is the row-major C^T = op(B)^T op(A)^T.
+    const dnnl_status_t s = dnnl_sgemm(tb ? 'T' : 'N', ta ? 'T' : 'N', N, M, K, alpha, B, ldb, A, lda, beta, C, ldc);
+    if (s != dnnl_success) throw std::runtime_error("dnnl_sgemm failed with status " + std::to_string(int(s)));
+    return;
+  }
+  cblas_sgemm(CblasColMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda,
+              B, ldb, beta, C, ldc);
+}
+
+void cpu_dgemm(bool ta, bool tb, int M, int N, int K, double alpha, const double* A, int lda, const double* B,
+               int ldb, double beta, double* C, int ldc) {
+  cblas_dgemm(CblasColMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda,
+              B, ldb, beta, C, ldc);
+}
+
+void set_gemm_threads(int n) {
+  n = std::max(1, n);
+  openblas_set_num_threads(n);
+  omp_set_num_threads(n);
+}
+
+}  // namespace nn::train

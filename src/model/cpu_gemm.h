@@ -1,0 +1,27 @@
+// The GEMM library of the --device cpu model (cpu_model.h): OpenBLAS's cblas_?gemm, or
+// oneDNN's dnnl_sgemm (--cpu-gemm onednn; float only). Which is faster depends on the shape and
+// the threads: `make cpu-gemm-lab` measures them (docs/performance.md, "CPU GEMMs"). One
+// library per process: the two keep thread pools of their own (OpenBLAS's pthreads, oneDNN's
+// OpenMP threads) that spin after a call, and used in turn they take the cores from each
+// other. Tested by tests/model/test_cpu_model.cpp.
+#pragma once
+#include <string>
+
+namespace nn::train {
+
+enum class CpuGemm { OpenBLAS, OneDNN };
+const char* cpu_gemm_name(CpuGemm g);  // "openblas", "onednn" (the --cpu-gemm values)
+std::string cpu_gemm_version(CpuGemm g);  // e.g. "OpenBLAS 0.3.21", "oneDNN 2.6.3"
+
+// Column-major C = alpha op(A) op(B) + beta C, with the library `lib`. dgemm is OpenBLAS's
+// whatever `lib` says (oneDNN has no double GEMM; the trainer refuses that combination).
+void cpu_sgemm(CpuGemm lib, bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
+               const float* B, int ldb, float beta, float* C, int ldc);
+void cpu_dgemm(bool ta, bool tb, int M, int N, int K, double alpha, const double* A, int lda, const double* B,
+               int ldb, double beta, double* C, int ldc);
+
+// Threads for both libraries' pools (openblas_set_num_threads, and omp_set_num_threads for
+// oneDNN's OpenMP runtime).
+void set_gemm_threads(int n);
+
+}  // namespace nn::train
