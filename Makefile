@@ -41,6 +41,12 @@ else
   step = @printf '  %-5s %s\n' '$(1)' '$(if $(2),$(2)  )$(3)';
 endif
 
+# oneDNN: --device cpu's other GEMM library (--cpu-gemm onednn, src/model/cpu_gemm.cpp), with
+# its OpenMP runtime; setup installs libdnnl-dev on Debian. DNNL=0 builds without it (a cluster
+# without oneDNN): --cpu-gemm onednn is then refused with one line. Use it from a clean build.
+DNNL ?= 1
+export NN_DNNL := $(DNNL)
+
 # ---- configuration -> build directory (configurations never share objects) ----
 CONFIG_TAG := $(if $(filter 1,$(USE_DOUBLE)),-double)$(if $(filter 1,$(DEBUG)),-debug)$(if $(filter 1,$(SANITIZE)),-san)
 BUILD     ?= build
@@ -51,15 +57,14 @@ CPU_GEMM_DIR := $(BUILD)/cpu_gemm
 OPENBLAS_SO  := $(firstword $(wildcard /usr/lib/$(shell $(CXX) -print-multiarch 2>/dev/null)/libopenblas.so.0) libopenblas.so.0)
 
 DEFS     := -DOMPI_SKIP_MPICXX=1 -DMPICH_SKIP_MPICXX=1 $(if $(filter 1,$(USE_DOUBLE)),-DUSE_DOUBLE) $(if $(filter 1,$(DEBUG)),-DNN_DEBUG) \
-            $(if $(NVTX_DIR),-DNN_HAVE_NVTX)
+            $(if $(NVTX_DIR),-DNN_HAVE_NVTX) $(if $(filter 1,$(DNNL)),-DNN_HAVE_DNNL)
 OPT      := $(if $(filter 1,$(DEBUG)),-O0 -g,-O2 -g)
 comma    := ,
 SANFLAGS := $(if $(filter 1,$(SANITIZE)),-fsanitize=address$(comma)undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
 WARN     := -Wall -Wextra
 INCLUDES := -Isrc -Ikernels
 CXXFLAGS_COMMON := -std=c++20 $(OPT) $(WARN) $(DEFS) $(INCLUDES) -MMD -MP
-# oneDNN: --device cpu's other GEMM library (src/model/cpu_gemm.cpp), with its OpenMP runtime.
-LIBS     := -larmadillo -lz -ldnnl -lgomp -pthread
+LIBS     := -larmadillo -lz $(if $(filter 1,$(DNNL)),-ldnnl -lgomp) -pthread
 
 # ---- sources --------------------------------------------------------------------
 HOST_SRCS   := $(sort $(filter-out src/app/main.cpp,$(wildcard src/*/*.cpp src/*.cpp)))
@@ -393,6 +398,6 @@ help:
 	@echo "make fuzz    libFuzzer on the IDX parser and checkpoint reader, FUZZ_SECONDS=60 each (clang)"
 	@echo "make setup   check/install dependencies (make setup-plots, setup-peer, ...: what one target needs beyond the build)"
 	@echo "make clean   remove $(BUILD)/"
-	@echo "variables: V=1 (print the commands) USE_DOUBLE=1 DEBUG=1 SANITIZE=1 CUDA_HOME= CUDA_ARCH='80 90' NP_LIST='1 2'"
+	@echo "variables: V=1 (print the commands) USE_DOUBLE=1 DEBUG=1 SANITIZE=1 CUDA_HOME= CUDA_ARCH='80 90' NP_LIST='1 2' DNNL=0"
 
 -include $(shell find $(CPU_DIR) $(CUDA_DIR) -name '*.d' 2>/dev/null)

@@ -117,7 +117,9 @@ check_base() {
   need libopenmpi-dev        "MPI C++ wrapper $MPICXX"          have_cmd "$MPICXX"
   need libarmadillo-dev      "Armadillo"                        have_lib armadillo -larmadillo
   need libopenblas-dev       "OpenBLAS (Armadillo, sim cuBLAS)" have_lib cblas.h -lopenblas
-  need libdnnl-dev           "oneDNN (--cpu-gemm onednn)"       have_lib dnnl.h -ldnnl
+  # oneDNN (--cpu-gemm onednn): not with `make DNNL=0` (NN_DNNL=0), a build without it.
+  [ "${NN_DNNL:-1}" = 0 ] ||
+    need libdnnl-dev         "oneDNN (--cpu-gemm onednn; make DNNL=0 builds without it)" have_lib dnnl.h -ldnnl
   need libgtest-dev          "GoogleTest"                       have_lib gtest/gtest.h "-lgtest -pthread"
   need libboost-context-dev  "Boost.Context (emulator fibers)"  have_lib boost/context/detail/fcontext.hpp -lboost_context
   need zlib1g-dev            "zlib"                             have_lib zlib.h -lz
@@ -236,7 +238,8 @@ if [ ${#missing_pkgs[@]} -gt 0 ]; then
     fi
     echo "  Debian/Ubuntu:  sudo apt-get install ${missing_pkgs[*]//\?/}"
     if [[ " ${selected[*]} " == *" base "* ]]; then
-      echo "  On a cluster:   try 'module avail' then e.g. 'module load gcc openmpi armadillo boost cuda';"
+      echo "  On a cluster:   try 'module avail' then e.g. 'module load gcc openmpi armadillo boost cuda onednn';"
+      echo "                  without oneDNN, build with 'make DNNL=0' (no --cpu-gemm onednn)."
       echo "                  point CXX/MPICXX/CUDA_HOME at the loaded toolchain and add include/lib"
       echo "                  paths through CPATH and LIBRARY_PATH (and LD_LIBRARY_PATH) before 'make'."
       echo "  The Fashion-MNIST fallback is optional when 'make data' can download MNIST."

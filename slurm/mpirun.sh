@@ -20,16 +20,19 @@
 #
 # Cores for each rank's threads. By default Open MPI binds each rank to one core (2 ranks or
 # fewer) or to a socket, whatever threads the rank runs: `OPENBLAS_NUM_THREADS=2 mpirun -np 1`
-# puts both BLAS threads on one core. Here each rank is mapped to t cores of its own
+# puts both BLAS threads on one core. Here each rank is mapped to t CPUs of its own
 # (--map-by slot:PE=t, which binds it to them), where t is
-#   - inside a Slurm job: SLURM_CPUS_PER_TASK, the cores the job has per task;
-#   - with hosts named (-H, --hostfile): OPENBLAS_NUM_THREADS, OMP_NUM_THREADS or
-#     SLURM_CPUS_PER_TASK, the threads the trainer will run (src/model/cpu_threads.h);
-#   - on this host: those threads too, else this host's cores / ranks; only when ranks x t fit
-#     in the cores this process may use (otherwise Open MPI's own binding stays, and nn_train
-#     runs no more threads than its cores, with one warning line).
-# Nothing is added for t = 1, for a launcher that is not Open MPI's, or when the caller chose
-# the placement (--map-by, --bind-to, --cpus-per-proc, --rankfile, --npernode, --ppr, or their
+#   - inside a Slurm job: SLURM_CPUS_PER_TASK, the CPUs the job has per task (Slurm's CPUs
+#     are hardware threads on a node with several per core: then --use-hwthread-cpus too);
+#   - on this host, without -H/--hostfile: OPENBLAS_NUM_THREADS, OMP_NUM_THREADS or
+#     SLURM_CPUS_PER_TASK (the threads the trainer will run, src/model/cpu_threads.h), else
+#     this host's physical cores / ranks; only when ranks x t fit in the physical cores this
+#     process may use.
+# Otherwise nothing is added (Open MPI's own binding stays, and nn_train runs no more threads
+# than its cores, with one warning line): for t = 1, with hosts named (their cores are not
+# known here: give --map-by slot:PE=t yourself), for a launcher that is not Open MPI's, or
+# when the caller chose the placement (--map-by, --bind-to, --cpus-per-proc, --rankfile,
+# --npernode, --ppr, --use-hwthread-cpus, the old -by* / -bind-to-* forms, or the
 # OMPI_MCA_rmaps_base_mapping_policy / OMPI_MCA_hwloc_base_binding_policy variables).
 set -u
 launcher=${NN_MPIRUN:-mpirun}
@@ -61,24 +64,34 @@ usable_cores() {
 }
 count() { case ${1:-} in '' | *[!0-9]* | 0*) echo 0 ;; *) echo "$1" ;; esac; }
 
-# cores_per_rank ARGS...: the t above for an Open MPI launch with these options, or 0.
-cores_per_rank() {
-  [ -z "${OMPI_MCA_rmaps_base_mapping_policy:-}${OMPI_MCA_hwloc_base_binding_policy:-}" ] || { echo 0; return; }
-  local np=0 hosts=0 t
+# Hardware threads per core on this host (1 when unknown).
+threads_per_core() {
+  lscpu -p=CPU,SOCKET,CORE 2>/dev/null | awk -F, '/^#/ { next } { n++; seen[$2 "," $3] = 1 }
+    END { k = 0; for (s in seen) k++; print (k > 0 && n >= k ? int(n / k) : 1) }'
+}
+
+# placement ARGS...: the options above for an Open MPI launch with these options, or nothing.
+placement() {
+  [ -z "${OMPI_MCA_rmaps_base_mapping_policy:-}${OMPI_MCA_hwloc_base_binding_policy:-}" ] || return 0
+  local np=0 hosts=0 t cores
   while [ $# -gt 0 ]; do
     case $1 in
-      -np | -n | --np | -c) np=$(count "${2:-}"); shift 2; continue ;;
-      --np=* | -np=* | -n=*) np=$(count "${1#*=}") ;;
+      -np | -n | --np | --n | -c) np=$(count "${2:-}"); shift 2; continue ;;
+      --np=* | -np=* | -n=* | --n=*) np=$(count "${1#*=}") ;;
       --map-by | -map-by | --map-by=* | --bind-to | -bind-to | --bind-to=* | --cpus-per-proc | -cpus-per-proc | \
         --cpus-per-rank | -cpus-per-rank | --rankfile | -rankfile | -rf | --cpu-set | -cpu-set | --cpu-list | \
         -cpu-list | --npernode | -npernode | -N | --npersocket | -npersocket | --pernode | -pernode | --ppr | -ppr | \
-        --app | -app) echo 0; return ;;
+        --use-hwthread-cpus | -use-hwthread-cpus | -bynode | -byslot | -bycore | -bysocket | -bind-to-core | \
+        -bind-to-socket | -bind-to-none | --app | -app) return 0 ;;
       -H | -host | --host | -hostfile | --hostfile | -machinefile | --machinefile | --default-hostfile | \
         -default-hostfile) hosts=1; shift 2; continue ;;
       --host=* | --hostfile=* | --machinefile=*) hosts=1 ;;
-      -x | --mca | -mca | --gmca | -gmca | -wdir | --wdir | -prefix | --prefix | --output-filename | \
-        -output-filename | --timeout | -timeout | -path | --path | --preload-files | -s | --preload-binary | \
-        -am | --am | --tune | -tune | --personality)
+      # Options that take a value (two for the MCA ones): skipped with it.
+      -x | --mca | -mca | --gmca | -gmca | -wdir | --wdir | -wd | --wd | -prefix | --prefix | --output-filename | \
+        -output-filename | --timeout | -timeout | -path | --path | --preload-files | -am | --am | --tune | -tune | \
+        --personality | --rank-by | -rank-by | --stdin | -stdin | --report-uri | -report-uri | --report-pid | \
+        -report-pid | -launch-agent | --launch-agent | -ompi-server | --ompi-server | -xterm | --xterm | -cf | \
+        --cartofile | -hnp | --hnp)
         case $1 in --mca | -mca | --gmca | -gmca) shift ;; esac
         shift 2; continue ;;
       -*) ;;
@@ -88,28 +101,26 @@ cores_per_rank() {
   done
   if [ -n "${SLURM_JOB_ID:-}" ]; then
     t=$(count "${SLURM_CPUS_PER_TASK:-}")
-  elif [ "$hosts" = 1 ]; then
-    t=$(count "${OPENBLAS_NUM_THREADS:-}"); [ "$t" -gt 0 ] || t=$(count "${OMP_NUM_THREADS:-}")
-    [ "$t" -gt 0 ] || t=$(count "${SLURM_CPUS_PER_TASK:-}")
-  else
-    [ "$np" -gt 0 ] || { echo 0; return; }
-    local cores
-    cores=$(usable_cores)
-    t=$(count "${OPENBLAS_NUM_THREADS:-}"); [ "$t" -gt 0 ] || t=$(count "${OMP_NUM_THREADS:-}")
-    [ "$t" -gt 0 ] || t=$(count "${SLURM_CPUS_PER_TASK:-}")
-    [ "$t" -gt 0 ] || t=$((cores / np))
-    [ $((np * t)) -le "$cores" ] || t=0
+    [ "$t" -gt 1 ] || return 0
+    if [ "$(threads_per_core)" -gt 1 ]; then echo "--map-by slot:PE=$t --use-hwthread-cpus"; else echo "--map-by slot:PE=$t"; fi
+    return 0
   fi
-  [ "$t" -gt 1 ] && echo "$t" || echo 0
+  [ "$hosts" = 0 ] && [ "$np" -gt 0 ] || return 0
+  cores=$(usable_cores)
+  t=$(count "${OPENBLAS_NUM_THREADS:-}"); [ "$t" -gt 0 ] || t=$(count "${OMP_NUM_THREADS:-}")
+  [ "$t" -gt 0 ] || t=$(count "${SLURM_CPUS_PER_TASK:-}")
+  [ "$t" -gt 0 ] || t=$((cores / np))
+  if [ "$t" -gt 1 ] && [ $((np * t)) -le "$cores" ]; then echo "--map-by slot:PE=$t"; fi
+  return 0
 }
 
 place=()
 if "$launcher" --version 2>&1 | grep -q 'Open MPI'; then
-  per_rank=$(cores_per_rank "$@")
-  [ "$per_rank" = 0 ] || place=(--map-by "slot:PE=$per_rank")
+  read -r -a place <<<"$(placement "$@")"
 fi
 
-"$launcher" "${place[@]}" "$@" &
+# ${place[@]+...}: an empty array is "unbound" to bash < 4.4 under set -u.
+"$launcher" ${place[@]+"${place[@]}"} "$@" &
 child=$!
 interrupted=0
 for sig in INT TERM HUP USR1 USR2; do

@@ -2,8 +2,10 @@
 #include "model/cpu_gemm.h"
 
 #include <cblas.h>
+#ifdef NN_HAVE_DNNL
 #include <dnnl.h>
 #include <omp.h>
+#endif
 
 #include <algorithm>
 #include <cstring>
@@ -14,10 +16,22 @@ namespace nn::train {
 
 const char* cpu_gemm_name(CpuGemm g) { return g == CpuGemm::OneDNN ? "onednn" : "openblas"; }
 
+bool cpu_gemm_available([[maybe_unused]] CpuGemm g) {
+#ifdef NN_HAVE_DNNL
+  return true;
+#else
+  return g == CpuGemm::OpenBLAS;
+#endif
+}
+
 std::string cpu_gemm_version(CpuGemm g) {
   if (g == CpuGemm::OneDNN) {
+#ifdef NN_HAVE_DNNL
     const dnnl_version_t* v = dnnl_version();
     return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+#else
+    return "oneDNN (not in this build: make DNNL=0)";
+#endif
   }
   // openblas_get_config(): "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH ...": its first two words.
   std::string c = openblas_get_config();
@@ -29,10 +43,14 @@ std::string cpu_gemm_version(CpuGemm g) {
 void cpu_sgemm(CpuGemm lib, bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
                const float* B, int ldb, float beta, float* C, int ldc) {
   if (lib == CpuGemm::OneDNN) {
+#ifdef NN_HAVE_DNNL
     // oneDNN is row-major: the column-major C = op(A) op(B) is the row-major C^T = op(B)^T op(A)^T.
     const dnnl_status_t s = dnnl_sgemm(tb ? 'T' : 'N', ta ? 'T' : 'N', N, M, K, alpha, B, ldb, A, lda, beta, C, ldc);
     if (s != dnnl_success) throw std::runtime_error("dnnl_sgemm failed with status " + std::to_string(int(s)));
     return;
+#else
+    throw std::invalid_argument("cpu_sgemm: this build has no oneDNN (make DNNL=0)");
+#endif
   }
   cblas_sgemm(CblasColMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda,
               B, ldb, beta, C, ldc);
@@ -47,7 +65,9 @@ void cpu_dgemm(bool ta, bool tb, int M, int N, int K, double alpha, const double
 void set_gemm_threads(int n) {
   n = std::max(1, n);
   openblas_set_num_threads(n);
+#ifdef NN_HAVE_DNNL
   omp_set_num_threads(n);
+#endif
 }
 
 }  // namespace nn::train

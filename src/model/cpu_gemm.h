@@ -11,6 +11,7 @@ namespace nn::train {
 
 enum class CpuGemm { OpenBLAS, OneDNN };
 const char* cpu_gemm_name(CpuGemm g);  // "openblas", "onednn" (the --cpu-gemm values)
+bool cpu_gemm_available(CpuGemm g);     // oneDNN: not in a `make DNNL=0` build
 std::string cpu_gemm_version(CpuGemm g);  // e.g. "OpenBLAS 0.3.21", "oneDNN 2.6.3"
 
 // Column-major C = alpha op(A) op(B) + beta C, with the library `lib`. dgemm is OpenBLAS's

@@ -11,7 +11,7 @@ namespace nn::train {
 // mask, and no more than the node's cores divided by the ranks on it (at least 1). The rank
 // uses the smaller: BLAS threads that share a core only wait for each other (OpenBLAS's spin
 // on one core made an epoch 1.1x slower at 2 threads than at 1, docs/performance.md), and
-// the result is the same. `source` says what decided, for the header line.
+// the result differs only in rounding. `source` says what decided, for the header line.
 struct CpuThreads {
   int threads = 1;   // what the rank uses
   std::string source;

@@ -177,7 +177,7 @@ std::string threads_warning(const std::vector<RankDevice>& ranks) {
           "ask for " + std::to_string(std::max(1L, first->node_cores / on_node)) + " thread" +
           (first->node_cores / on_node > 1 ? "s" : "");
   } else {
-    fix = "to give each rank " + t + " cores, launch with slurm/mpirun.sh, mpirun --map-by slot:PE=" + t +
+    fix = "to give each rank " + t + " cores, launch with slurm/mpirun.sh (one host), mpirun --map-by slot:PE=" + t +
           " or srun --cpus-per-task=" + t;
   }
   return "rank " + std::to_string(first->rank) + " on " + first->host + " runs " + std::to_string(first->threads) +

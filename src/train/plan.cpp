@@ -41,6 +41,9 @@ void validate(const Config& cfg) {
   if (cfg.device == Device::Cpu && cfg.graph) bad("--graph (CUDA Graphs) is for --device gpu");
   if (cfg.device != Device::Cpu && cfg.cpu_gemm != CpuGemm::OpenBLAS)
     bad(std::string("--cpu-gemm ") + cpu_gemm_name(cfg.cpu_gemm) + " is for --device cpu");
+  if (!cpu_gemm_available(cfg.cpu_gemm))
+    bad(std::string("--cpu-gemm ") + cpu_gemm_name(cfg.cpu_gemm) +
+        ": this build has no oneDNN (built with make DNNL=0; install libdnnl-dev and rebuild without it)");
 }
 
 RootPlan plan_on_root(const Config& cfg, const HostData& data, bool is_double) {

@@ -307,6 +307,7 @@ TYPED_TEST(CpuModelTest, FusedW1StepMatchesTheSeparateStep) {
 // for every transpose pair, with leading dimensions larger than the rows (oneDNN is called
 // row-major with its operands swapped, so a slip there shows here), against float64 sums.
 TEST(CpuGemm, BothLibrariesMatchFloat64SumsForEveryTranspose) {
+  if (!cpu_gemm_available(CpuGemm::OneDNN)) GTEST_SKIP() << "a make DNNL=0 build: no oneDNN";
   const int M = 7, N = 5, K = 9, pad = 3;
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
@@ -343,6 +344,7 @@ TEST(CpuGemm, BothLibrariesMatchFloat64SumsForEveryTranspose) {
 // A model on oneDNN's GEMM gives the reference's gradient too, fused W1 step included, and
 // stays within float roundoff of the OpenBLAS model over several steps; double refuses it.
 TEST(CpuGemm, OneDnnModelMatchesTheReferenceAndTheOpenBlasModel) {
+  if (!cpu_gemm_available(CpuGemm::OneDNN)) GTEST_SKIP() << "a make DNNL=0 build: no oneDNN";
   const int H = 24, b = 12;
   const CpuImages im = random_images(40, 11);
   const auto order = shuffled(40, 11);

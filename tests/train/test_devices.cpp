@@ -118,7 +118,7 @@ TEST(Devices, RanksShortOfCoresGetOneWarningLineWithTheFix) {
   v[1].threads_from = v[2].threads_from = "OPENBLAS_NUM_THREADS=2, but 1 core in its affinity mask";
   EXPECT_EQ(threads_warning(v),
             "rank 1 on h runs 1 BLAS thread (OPENBLAS_NUM_THREADS=2, but 1 core in its affinity mask); so do 1 more "
-            "rank: to give each rank 2 cores, launch with slurm/mpirun.sh, mpirun --map-by slot:PE=2 or srun "
+            "rank: to give each rank 2 cores, launch with slurm/mpirun.sh (one host), mpirun --map-by slot:PE=2 or srun "
             "--cpus-per-task=2");
   for (RankDevice& d : v) d.node_cores = 4;  // 3 ranks x 2 threads on 4 cores: fewer of either
   EXPECT_EQ(threads_warning(v),
