@@ -105,13 +105,14 @@ void report_epoch(Run<T, Model>& R, const EpochStats& es) {
 // After the last batch of epoch e: its statistics (loss with the regulariser, accuracies),
 // the report, and the save.
 template <class T, class Model>
-void end_epoch(Run<T, Model>& R, int e, Clock::time_point t_epoch) {
+void end_epoch(Run<T, Model>& R, int e, Clock::time_point t_epoch, double cpu_epoch) {
   watch("the end of epoch " + std::to_string(e + 1) + " (sums, validation, save)", false);
   R.timer.flush();  // the epoch's last batch
   const auto st = reduced_sums(R);
   EpochStats es;
   es.epoch = e + 1;
   es.seconds = since(t_epoch);
+  es.cpu_seconds = process_cpu_seconds() - cpu_epoch;
   es.images_per_s = double(R.plan.n) / std::max(es.seconds, 1e-9);
   std::vector<double> wsq{R.model.weight_sq_norm()};
   if (R.mp) comm::sum(wsq);  // each rank holds its own slice's weights
@@ -139,6 +140,7 @@ void end_epoch(Run<T, Model>& R, int e, Clock::time_point t_epoch) {
 template <class T, class Model>
 void run_epoch(Run<T, Model>& R, int e) {
   const auto t_epoch = Clock::now();
+  const double cpu_epoch = process_cpu_seconds();
   R.model.set_order(shard_order(R.plan, R.mp ? 0 : R.r, e));
   for (std::size_t k = R.state.batch; k < R.K; ++k) {
     step(R, e, k);
@@ -146,7 +148,7 @@ void run_epoch(Run<T, Model>& R, int e) {
     if (R.cfg.save_every && run_step % R.cfg.save_every == 0 && k + 1 < R.K) save_now(R);
     if (R.stop && k + 1 < R.K) return;
   }
-  end_epoch(R, e, t_epoch);
+  end_epoch(R, e, t_epoch, cpu_epoch);
 }
 
 // Under --graph the two passes are one graph: no host code runs between them, so --report

@@ -18,6 +18,26 @@
 
 namespace nn::train {
 
+// Rank 0's CPU time / wall time over this run's epochs (its first, the warm-up, left out when
+// it ran more; restored epochs have no times): the cores its threads kept busy; 0 = none.
+struct CoresBusy {
+  double cores = 0;
+  std::size_t first = 0, last = 0;  // 1-based epochs
+};
+template <class T, class Model>
+CoresBusy cores_busy(const Run<T, Model>& R) {
+  const std::size_t n = R.res.epochs.size();
+  const std::size_t own = std::min(R.restored_epochs, n);  // this run's epochs are [own, n)
+  const std::size_t from = own + (n - own > 1 ? 1 : 0);
+  double wall = 0, cpu = 0;
+  for (std::size_t i = from; i < n; ++i) {
+    wall += R.res.epochs[i].seconds;
+    cpu += R.res.epochs[i].cpu_seconds;
+  }
+  if (wall <= 0) return {};
+  return {cpu / wall, from + 1, n};
+}
+
 // --device cpu: the BLAS-bound limit. Every rank times its step's five GEMMs at its own
 // shapes at the same moment (so they share the cores and memory as in training); the slowest
 // rank's fastest repetition is the step's floor, and every rank's FLOPs over it the job's GEMM rate.
@@ -51,6 +71,12 @@ void measure_blas_bound(Run<T, Model>& R) {
                  "on these shapes) -> epoch >= %.4f s; median epoch %.4f s = %.2fx the bound\n",
                  1e3 * R.gemm_step_s, 1e-9 * R.gemm_flops_per_s, R.p, R.p == 1 ? "" : "s", bound, median,
                  bound > 0 ? median / bound : 0.0);
+    // Whether the threads had cores: a rank whose threads share one core shows about 1 here.
+    const CoresBusy busy = cores_busy(R);
+    if (busy.cores > 0)
+      std::fprintf(R.out, "cores: rank 0 kept %.2f cores busy over epochs %zu..%zu (CPU time / wall time; "
+                   "%d BLAS thread%s per rank)\n", busy.cores, busy.first, busy.last, R.s.threads,
+                   R.s.threads == 1 ? "" : "s");
     std::fflush(R.out);
   }
 }
@@ -101,6 +127,7 @@ nlohmann::ordered_json performance_report(Run<T, Model>& R) {
                        {"gemm", cpu_gemm_name(cfg.cpu_gemm)},
                        {"gemm_version", cpu_gemm_version(cfg.cpu_gemm)},
                        {"gemm_step_s", R.gemm_step_s},
+                       {"cores_busy_rank0", cores_busy(R).cores},
                        {"blas_bound_epoch_s", R.gemm_step_s * double(R.plan.n) / double(R.plan.B)}};
     report["host_queue_us_per_step"] = us_per_step;
     report["graph"] = {{"enabled", cfg.graph}, {"captured", g.captured}, {"nodes", g.nodes},

@@ -35,6 +35,8 @@ struct EpochStats {
   double val_acc = 0;      // after the epoch; 0 without a validation set
   double seconds = 0;      // wall time of the epoch's batches (validation excluded); 0 for an
                            // epoch restored from a saved state
+  double cpu_seconds = 0;  // rank 0's process CPU time over the same span, all its threads
+                           // (cpu_seconds / seconds = the cores it kept busy); 0 when restored
   double images_per_s = 0;
 };
 

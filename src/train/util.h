@@ -2,6 +2,7 @@
 // owning FILE*. Internal to src/train.
 #pragma once
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -10,6 +11,12 @@ namespace nn::train {
 
 using Clock = std::chrono::steady_clock;
 inline double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+// This process's CPU time so far, all its threads together (seconds).
+inline double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
 
 inline std::string shown_number(double v) {
   char buf[32];

@@ -6,10 +6,13 @@
 #     t = 1, when they do not fit, or for a launcher that is not Open MPI's;
 #   - 1 rank x 2 BLAS threads through slurm/mpirun.sh: the header says 2 threads, nothing is
 #     warned, and the training uses both cores: CPU time / wall time >= 1.6 (RATIO_MIN) over
-#     the epochs alone (a 4-epoch run minus a 1-epoch run, so that loading the data, which is
-#     one thread's work, does not count);
+#     epochs 2..4 (the trainer's `cores:` line, from the kernel's CPU clock of the process),
+#     and >= 1.2 (WHOLE_MIN) over the whole launch as the shell's `time` sees it (loading the
+#     data, one thread's work, included; a 4-epoch minus 1-epoch difference was tried and is
+#     too noisy now that an epoch takes a fraction of a second);
 #   - the same through plain mpirun, which binds the rank to one core: the rank runs 1 thread,
-#     says so in exactly one warning line that names the fix, and CPU / wall stays < 1.3;
+#     says so in exactly one warning line that names the fix, and CPU / wall (launch and
+#     cores line) stays < 1.3;
 #   - 2 ranks x 2 threads on a 2-core host: the warning says the node lacks the cores.
 # The timed cases need 2 cores, and the placement cases one hardware thread per core (the
 # script maps physical cores; nproc counts hardware threads); elsewhere they are skipped (said so).
@@ -17,7 +20,8 @@
 #   tests/cli/cores.sh NN_TRAIN DATA_DIR
 #
 # Environment: MPIRUN (slurm/mpirun.sh), NN_MPIRUN (the real mpirun, default mpirun on PATH),
-#   CORE_ARGS (training options of the timed runs, about 4 s each here), RATIO_MIN (1.6).
+#   CORE_ARGS (training options of the timed runs, a few seconds each here), RATIO_MIN (1.6),
+#   WHOLE_MIN (1.2).
 # Prints "ok ..."/"FAIL ..." and "cores: N passed, M failed".
 set -uo pipefail
 export LC_ALL=C
@@ -29,8 +33,9 @@ train=$1 data=$2
 root=$(cd "$(dirname "$0")/../.." && pwd)
 wrapper=${MPIRUN:-$root/slurm/mpirun.sh}
 real_mpirun=${NN_MPIRUN:-mpirun}
-read -r -a args <<<"${CORE_ARGS:---hidden 1024 --batch 1000 --train-size 30000 --test-size 1000}"
-ratio_min=${RATIO_MIN:-1.6}
+read -r -a args <<<"${CORE_ARGS:---hidden 1024 --batch 1000 --test-size 1000}"
+ratio_min=${RATIO_MIN:-1.6}   # CPU/wall over the epochs
+whole_min=${WHOLE_MIN:-1.2}   # over the whole launch, the loading included
 unset OPENBLAS_NUM_THREADS OMP_NUM_THREADS SLURM_CPUS_PER_TASK SLURM_JOB_ID
 [ "$(id -u)" = 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 work=$(mktemp -d "${TMPDIR:-/tmp}/nn-cli-cores.XXXXXX")
@@ -123,11 +128,7 @@ run() {
 has() { grep -qE -- "$2" "$work/$1.log"; }
 warnings() { grep -c '^nn_train: warning:' "$work/$1.log"; }
 if [ "$cores" -ge 2 ]; then
-  base=("${args[@]}")
-  args=("${base[@]}" --epochs 1)
-  run launcher1 OPENBLAS_NUM_THREADS=2 -- "$wrapper" -np 1
-  wall1=$wall cpu1=$cpu
-  args=("${base[@]}" --epochs 4)
+  args+=(--epochs 4)
   run launcher OPENBLAS_NUM_THREADS=2 -- "$wrapper" -np 1
   if has launcher '^test precision:' && has launcher '2 BLAS threads each \(OPENBLAS_NUM_THREADS\)\)$' &&
     [ "$(warnings launcher)" = 0 ]; then
@@ -135,12 +136,19 @@ if [ "$cores" -ge 2 ]; then
   else
     fail "slurm/mpirun.sh -np 1, OPENBLAS_NUM_THREADS=2: $(grep -E 'ranks on|warning|error' "$work/launcher.log" | head -n 3)"
   fi
-  epochs_ratio=$(awk -v w="$wall" -v c="$cpu" -v w1="$wall1" -v c1="$cpu1" \
-    'BEGIN { printf "%.2f", (w - w1 > 0.05 ? (c - c1) / (w - w1) : 0) }')
-  if awk -v r="$epochs_ratio" -v m="$ratio_min" 'BEGIN { exit !(r >= m) }'; then
-    ok "slurm/mpirun.sh -np 1 x 2 threads uses both cores: CPU/wall over 3 epochs = $epochs_ratio >= $ratio_min (whole run $ratio)"
+  # Over the whole launch, as the shell's `time` sees it (the single-threaded loading included).
+  if awk -v r="$ratio" -v m="$whole_min" 'BEGIN { exit !(r >= m) }'; then
+    ok "slurm/mpirun.sh -np 1 x 2 threads: CPU/wall over the whole launch = $ratio >= $whole_min"
   else
-    fail "slurm/mpirun.sh -np 1 x 2 threads: CPU/wall over 3 epochs = $epochs_ratio < $ratio_min (whole run $ratio; 1-epoch run ${cpu1}/${wall1} s, 4-epoch run ${cpu}/${wall} s)"
+    fail "slurm/mpirun.sh -np 1 x 2 threads: CPU/wall over the whole launch = $ratio < $whole_min ($cpu CPU-s in $wall s)"
+  fi
+  # Over the epochs alone: the trainer's `cores: rank 0 kept X cores busy over epochs 2..4`,
+  # from the kernel's CPU clock of the process (CLOCK_PROCESS_CPUTIME_ID) and the wall clock.
+  busy=$(awk '/^cores: rank 0 kept/ { print $5 }' "$work/launcher.log")
+  if awk -v r="${busy:-0}" -v m="$ratio_min" 'BEGIN { exit !(r >= m) }'; then
+    ok "slurm/mpirun.sh -np 1 x 2 threads uses both cores: rank 0 kept $busy cores busy over epochs 2..4 (>= $ratio_min)"
+  else
+    fail "nn_train's cores line: '${busy:-missing}' < $ratio_min: $(grep '^cores:' "$work/launcher.log")"
   fi
 
   run plain OPENBLAS_NUM_THREADS=2 OMPI_MCA_orte_tmpdir_base="$work" -- "$real_mpirun" -np 1
@@ -152,11 +160,12 @@ if [ "$cores" -ge 2 ]; then
   else
     fail "plain mpirun -np 1, OPENBLAS_NUM_THREADS=2: expected one warning line with the fix, got: $(grep -E 'ranks on|warning|error' "$work/plain.log" | head -n 3)"
   fi
+  busy=$(awk '/^cores: rank 0 kept/ { print $5 }' "$work/plain.log")
   if has plain '1 BLAS thread each \(OPENBLAS_NUM_THREADS=2, but 1 core in its affinity mask\)\)$' &&
-    awk -v r="$ratio" 'BEGIN { exit !(r < 1.3) }'; then
-    ok "plain mpirun: the rank runs 1 thread on its one core (CPU/wall = $ratio)"
+    awk -v r="$ratio" -v b="${busy:-9}" 'BEGIN { exit !(r < 1.3 && b < 1.3) }'; then
+    ok "plain mpirun: the rank runs 1 thread on its one core (CPU/wall = $ratio; its cores line: $busy)"
   else
-    fail "plain mpirun: header or CPU/wall ($ratio) not that of one thread: $(grep 'ranks on' "$work/plain.log")"
+    fail "plain mpirun: header, CPU/wall ($ratio) or cores line (${busy:-missing}) not that of one thread: $(grep 'ranks on' "$work/plain.log")"
   fi
 else
   echo "skip the timed cases: they need 2 cores (this machine has $cores)"
