@@ -335,7 +335,8 @@ bench: all $(SIM_BENCH)
 # ---- plots, parameter sweep, peer baseline (bench/README.md "Plots / sweep / peer") ----
 # `make plots`: a quick emulator sweep (bench/sweep.sh GRID=quick), a short --metrics run, the
 # GEMM lab's CSV when missing, then bench/plots.py -> $(PLOTS_OUT)/{roofline,training,gemm,phases}.png
-# `make peer`: bench/peer_compare.sh, our code against the same network in PyTorch.
+# `make peer`: bench/peer_compare.sh, our code against the same network in PyTorch (Debian's,
+# and PyTorch 2, JAX and TensorFlow from PyPI in venvs it creates under $(BUILD): bench/peer_venvs.sh).
 PLOTS_OUT    ?= $(BUILD)/plots
 PLOTS_PYTHON ?= /usr/bin/python3
 .PHONY: plots peer
@@ -348,8 +349,9 @@ plots: setup-plots $(CPU_TRAIN) $(CPU_DIR)/bin/gemm_bench data
 	$(PLOTS_PYTHON) bench/plots.py all --sweep $(PLOTS_OUT)/sweep --metrics $(PLOTS_OUT)/metrics.csv \
 	  --report $(PLOTS_OUT)/metrics.json --gemm $(BENCH_OUT)/gemm_emulator.csv --out $(PLOTS_OUT)
 	@echo "plots: $(PLOTS_OUT)/roofline.png $(PLOTS_OUT)/training.png $(PLOTS_OUT)/gemm.png $(PLOTS_OUT)/phases.png$(if $(wildcard $(BUILD)/peer/peer_cpu.csv), $(PLOTS_OUT)/peer.png)"
-peer: setup-peer $(CPU_TRAIN) data $(if $(and $(HAVE_NVCC),$(GPU_VISIBLE)),$(CUDA_TRAIN))
-	CPU_DIR=$(CPU_DIR) CUDA_DIR=$(CUDA_DIR) PYTHON=$(PLOTS_PYTHON) bash bench/peer_compare.sh
+peer: setup-peer $(CPU_TRAIN) $(CPU_GEMM_DIR)/bin/fma_peak data $(if $(and $(HAVE_NVCC),$(GPU_VISIBLE)),$(CUDA_TRAIN))
+	CPU_DIR=$(CPU_DIR) CUDA_DIR=$(CUDA_DIR) PYTHON=$(PLOTS_PYTHON) FMA_PEAK=$(CPU_GEMM_DIR)/bin/fma_peak \
+	  VENVS=$(BUILD) bash bench/peer_compare.sh
 
 # `make cpu-gemm-lab`: which CPU GEMM is fastest at the trainer's --device cpu shapes: OpenBLAS,
 # BLIS, oneDNN and Intel MKL (PyPI, into $(BUILD)/venv-mkl) at 1 and 2 threads, every result

@@ -12,7 +12,8 @@
 # $(BUILD)/.setup-COMPONENT, `make setup-COMPONENT`):
 #   plots      matplotlib for PLOTS_PYTHON (make plots: bench/plots.py)
 #   scaling    the same (make scaling: bench/scaling_plot.py)
-#   peer       numpy and PyTorch for PLOTS_PYTHON (make peer: bench/peer_compare.sh)
+#   peer       numpy and PyTorch for PLOTS_PYTHON, python3's venv (make peer: bench/peer_compare.sh;
+#              the PyPI peers go into venvs that bench/peer_venvs.sh creates)
 #   fuzz       clang that links -fsanitize=fuzzer,address,undefined with zlib (make fuzz)
 #   slurm      Slurm's daemons and client, munge (make test-slurm)
 #   gpgpusim   GPGPU-Sim's build tools: bison flex makedepend patch git xz pip zlib libGL
@@ -137,6 +138,7 @@ check_peer() {
   if [ "$PY" = /usr/bin/python3 ]; then need python3 "python3" have_cmd "$PY"; fi
   need_module numpy python3-numpy "numpy"
   need_module torch python3-torch "PyTorch"
+  need python3-venv "python3 -m venv (the PyPI peers' venvs)" python3 -c 'import ensurepip, venv' 
 }
 check_fuzz() {
   # Debian 12 splits compiler-rt (libFuzzer, sanitizers) out of clang; Ubuntu 22.04 does not.

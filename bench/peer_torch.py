@@ -18,7 +18,12 @@ model wrapped in DistributedDataParallel; every process holds the training set, 
 shuffled order (same seed) and takes its slice of each global batch (split as evenly as possible,
 as nn_train does); DDP averages the slices' gradients (allreduce over gloo). Rank 0 prints and times.
 
+--compile (PyTorch 2): the model goes through torch.compile (Inductor fuses the elementwise work
+around the GEMMs, forward and backward); the optimizer step stays eager. Compilation happens in
+epoch 1, which the callers leave out of the median.
+
 Prints one line per epoch, then the lines bench/peer_compare.sh reads:
+    cpu/wall: X.XX             (this process's CPU time / wall time over epochs 2..E: cores kept busy)
     epoch_seconds: s1 s2 ...   (wall time of each epoch's batches, device synchronised)
     test precision: 0.xxxx
 Timing matches nn_train's --metrics `seconds`: the batches only, no validation or test.
@@ -86,12 +91,25 @@ def parse():
                     help="CPU threads per process (torch.set_num_threads); 0: $OMP_NUM_THREADS, else 1")
     ap.add_argument("--procs", type=int, default=1,
                     help="processes: DistributedDataParallel over gloo when > 1 (CPU only)")
+    ap.add_argument("--compile", action="store_true",
+                    help="torch.compile the model (PyTorch 2; forward and backward, fused by Inductor)")
     a = ap.parse_args()
     if a.hidden < 1 or a.batch < 1 or a.epochs < 1 or not 0 <= a.val_fraction < 1 or a.procs < 1:
         ap.error("bad --hidden/--batch/--epochs/--val-fraction/--procs")
     if a.procs > 1 and a.device == "cuda":
         ap.error("--procs > 1 is for --device cpu (DDP over gloo)")
+    if a.compile and not hasattr(torch, "compile"):
+        ap.error("--compile needs PyTorch 2 (this is %s)" % torch.__version__)
     return a
+
+
+def blas_name():
+    """The BLAS this PyTorch calls for float32 GEMMs on the CPU, from its build settings."""
+    cfg = torch.__config__.show()
+    for key in ("BLAS_INFO=",):
+        if key in cfg:
+            return cfg.split(key, 1)[1].split(",", 1)[0].strip()
+    return "unknown"
 
 
 class Net(torch.nn.Module):
@@ -167,6 +185,8 @@ def run(rank, a):
     opt = torch.optim.SGD([{"params": [net.W1, net.W2], "weight_decay": a.reg},
                            {"params": [net.b1, net.b2], "weight_decay": 0.0}], lr=a.lr)
     model = torch.nn.parallel.DistributedDataParallel(net) if ddp else net
+    if a.compile:  # compiled on the first batch (epoch 1, the warm-up) and again for a short last one
+        model = torch.compile(model, dynamic=False)
     logits = net  # evaluation: no gradient exchange
 
     def sync():
@@ -177,8 +197,11 @@ def run(rank, a):
         "CPU, torch threads %d, OPENBLAS_NUM_THREADS=%s, OMP_NUM_THREADS=%s" % (
             torch.get_num_threads(), os.environ.get("OPENBLAS_NUM_THREADS", "unset"),
             os.environ.get("OMP_NUM_THREADS", "unset"))
+    if dev.type == "cpu":
+        desc += ", BLAS %s" % blas_name()
     if ddp:
         desc += ", DistributedDataParallel over gloo, %d processes" % a.procs
+    desc += ", torch.compile" if a.compile else ", eager"
     out = rank == 0  # DDP: rank 0 prints
     if not out:
         sys.stdout = open(os.devnull, "w")
@@ -188,10 +211,11 @@ def run(rank, a):
         H, a.batch, a.epochs, a.lr, a.reg, a.seed, "no" if a.no_shuffle else "yes"))
     sys.stdout.flush()
 
-    secs = []
+    secs, cpus = [], []
     for e in range(a.epochs):
         sync()
         t0 = time.perf_counter()
+        c0 = time.process_time()  # this process, all its threads
         order = torch.arange(n_fit, device=dev) if a.no_shuffle else torch.randperm(n_fit, device=dev)
         ce_sum = torch.zeros((), device=dev)
         hits = torch.zeros((), dtype=torch.int64, device=dev)
@@ -217,6 +241,7 @@ def run(rank, a):
             dist.all_reduce(stats)
             ce_sum, hits = stats[0], stats[1]
         secs.append(time.perf_counter() - t0)
+        cpus.append(time.process_time() - c0)
         with torch.no_grad():
             loss = ce_sum.item() / n_fit + 0.5 * a.reg * (W1.square().sum() + W2.square().sum()).item()
         print("epoch %3d  loss %.5f  train acc %.4f  %.3f s  %.0f images/s" % (
@@ -226,6 +251,8 @@ def run(rank, a):
     with torch.no_grad():
         correct = sum(int((logits(xt[i:i + 1024]).argmax(1) == yt[i:i + 1024]).sum())
                       for i in range(0, n_test, 1024))
+    first = 1 if len(secs) > 1 else 0  # epoch 1 (warm-up, compilation) left out
+    print("cpu/wall: %.2f" % (sum(cpus[first:]) / max(sum(secs[first:]), 1e-9)))
     print("epoch_seconds: " + " ".join("%.6f" % s for s in secs))
     print("test precision: %.4f" % (correct / n_test if n_test else 0.0))
     sys.stdout.flush()

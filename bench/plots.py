@@ -571,43 +571,153 @@ def plot_gemm(path, metric, out_dir):
 # ---- command line -------------------------------------------------------------------
 
 def plot_peer(path, out_dir):
-    """make peer's CPU table (peer_compare.sh -> peer_cpu.csv): per shape and process count,
-    PyTorch / ours (the speedup, > 1: ours faster) and ours / the BLAS-bound epoch."""
+    """make peer's CPU table (peer_compare.sh -> peer_cpu.csv, one row per shape, procs,
+    threads and system): above, each system's time / ours' (ratio, > 1: ours faster) per shape
+    and run; below, each system's share of the machine's FMA peak (peak_share), ours' GEMMs
+    alone (blas-bound) included."""
     name = "peer.png"
-    title = "--device cpu vs PyTorch (CPU measurements)"
-    rows = read_csv(path) if path and os.path.exists(path) else []
-    rows = [r for r in rows if pos(r.get("speedup")) is not None]
+    title = ("--device cpu vs PyTorch, JAX, TensorFlow "
+             "(CPU measurements; median s/epoch, same threads per process)")
+    title2 = title.replace(" (", "\n(", 1)  # two lines: empty_plot's figure is narrower
+    try:
+        rows = read_csv(path) if path and os.path.exists(path) else []
+    except (OSError, ValueError, csv.Error) as e:
+        return empty_plot(out_dir, name, title2, "%s: unreadable (%s)" % (path, e))
+    if rows and "system" not in rows[0]:
+        why = ("is from an older `make peer` (speedup column, no system column): run `make peer` again"
+               if "speedup" in rows[0] else "is not a `make peer` table (no system column)")
+        return empty_plot(out_dir, name, title2, "%s %s" % (path, why))
+    rows = [r for r in rows if r.get("shape") and r.get("system")]
     if not rows:
-        return empty_plot(out_dir, name, title, "no peer table (run `make peer`: %s)" % (path or "--peer"))
-    shapes = list(dict.fromkeys(r["shape"] for r in rows))
-    procs = sorted({int(r["procs"]) for r in rows})
-    width = 0.8 / len(procs)
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
-    for ax, key, ylabel, lines in (
-            (axes[0], "speedup", "PyTorch time / ours  (> 1: ours faster)", ((1.0, "equal"), (1.3, "1.3x"))),
-            (axes[1], "ours_over_bound", "ours / BLAS-bound epoch", ((1.0, "bound"), (1.5, "1.5x")))):
-        for i, p in enumerate(procs):
-            xs, ys = [], []
-            for j, sh in enumerate(shapes):
-                v = next((pos(r.get(key)) for r in rows if r["shape"] == sh and int(r["procs"]) == p), None)
-                if v is not None:
-                    xs.append(j + (i - (len(procs) - 1) / 2) * width)
-                    ys.append(v)
-            t = next((r["threads_per_proc"] for r in rows if int(r["procs"]) == p), "?")
-            label = ("p=%d (one process" if p == 1 else "p=%d (MPI ranks / DDP gloo") % p + ", %s thread(s) each)" % t
-            bars = ax.bar(xs, ys, width, label=label)
-            for b, v in zip(bars, ys):
-                ax.annotate("%.2f" % v, (b.get_x() + b.get_width() / 2, v), ha="center", va="bottom", fontsize=8)
-        for y, text in lines:
-            ax.axhline(y, color="grey", lw=0.8, ls="--")
-            ax.annotate(text, (len(shapes) - 0.5, y), ha="right", va="bottom", fontsize=8, color="grey")
-        ax.set_xticks(range(len(shapes)))
-        ax.set_xticklabels(shapes)
-        ax.set_ylabel(ylabel)
-        ax.set_ylim(0, max([pos(r.get(key)) or 0 for r in rows] + [lines[-1][0]]) * 1.15)
-    axes[0].legend(fontsize=8, loc="upper left")
-    fig.suptitle(title + ", same threads per process, median s/epoch", fontsize=11)
-    fig.tight_layout()
+        return empty_plot(out_dir, name, title2, "no peer table (run `make peer`: %s)" % (path or "--peer"))
+
+    # Groups (shape, procs, threads) in the table's order; systems in a fixed order, then as met.
+    groups, val = [], {}
+    for r in rows:
+        g = (r["shape"], (r.get("procs") or "?").strip(), (r.get("threads") or "?").strip())
+        if g not in groups:
+            groups.append(g)
+        val.setdefault((g, r["system"]), r)
+    known = ["ours", "torch", "torch2", "torch2-compile", "jax", "tf", "blas-bound"]
+    met = list(dict.fromkeys(r["system"] for r in rows))
+    systems = sorted(met, key=lambda s: (known.index(s) if s in known else
+                                         (0.5 if s.startswith("ours") else len(known) - 0.5), met.index(s)))
+    palette = {"ours": "#1f77b4", "torch": "#ff7f0e", "torch2": "#d62728", "torch2-compile": "#9467bd",
+               "jax": "#2ca02c", "tf": "#8c564b", "blas-bound": "#b0b0b0"}
+    extra = ["#17becf", "#bcbd22", "#e377c2", "#7f7f7f", "#aec7e8", "#98df8a"]
+    color = {}
+    for s in systems:
+        color[s] = palette.get(s) or extra[len([c for c in color if c not in palette]) % len(extra)]
+    version = {s: next((r.get("version") for r in rows if r["system"] == s and r.get("version")), "")
+               for s in systems}
+
+    def label(s):
+        if s == "blas-bound":
+            return "ours' GEMMs alone (blas-bound, a lower bound on ours)"
+        return "%s (%s)" % (s, version[s]) if version[s] else s
+
+    def ratio(g, s):  # the table's ratio, else its time over ours' in the group
+        r = val.get((g, s))
+        if r is None:
+            return None
+        v = pos(r.get("ratio"))
+        ref = val.get((g, "ours"))
+        if v is None and ref is not None and pos(ref.get("s_per_epoch")):
+            t = pos(r.get("s_per_epoch"))
+            v = t / pos(ref.get("s_per_epoch")) if t else None
+        return v
+
+    def share(g, s):
+        r = val.get((g, s))
+        v = num(r.get("peak_share")) if r is not None else None
+        return v if v is not None and v >= 0 else None
+
+    def bars(ax, g_values, per_group, log_bottom=None):
+        """One bar per system with a value, side by side per group, each with its value."""
+        width = 0.84 / max(1, per_group)
+        for j, g in enumerate(groups):
+            present = [(s, v) for s, v in g_values(g) if v is not None]
+            for i, (s, v) in enumerate(present):
+                x = j + (i - (len(present) - 1) / 2) * width
+                drawn.add(s)
+                bottom = log_bottom or 0
+                ax.bar(x, v - bottom, width * 0.92, bottom=bottom, color=color[s], edgecolor="black"
+                       if s == "blas-bound" else "white", lw=0.4, hatch="///" if s == "blas-bound" else None)
+                ax.annotate("%.2f" % v, (x, v), xytext=(0, 1.5), textcoords="offset points", ha="center",
+                            va="bottom", rotation=90, fontsize=6.5,
+                            bbox=dict(boxstyle="square,pad=0.05", fc="white", ec="none", alpha=0.8))
+
+    def frame(ax, ylabel):
+        ax.set_xticks(range(len(groups)))
+        ax.set_xticklabels(["%s\np=%s t=%s" % g for g in groups], fontsize=8)
+        for j in range(1, len(groups)):  # thicker between shapes, thin between runs
+            same = groups[j][0] == groups[j - 1][0]
+            ax.axvline(j - 0.5, color="grey", lw=0.4 if same else 1.0, alpha=0.35 if same else 0.7)
+        ax.set_xlim(-0.72, len(groups) - 0.5)  # room on the left for the dashed lines' labels
+        ax.set_ylabel(ylabel, fontsize=9)
+        ax.grid(True, axis="y", which="major", alpha=0.25)
+
+    def hline(ax, y, text):
+        ax.axhline(y, color="black", lw=0.9, ls="--")
+        ax.annotate(text, (-0.7, y), xytext=(0, 2), textcoords="offset points", ha="left",
+                    va="bottom", fontsize=8)
+
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(13, 8))
+    drawn = {"ours"}  # ours' version belongs in the legend even as panel 1's line alone
+
+    # (1) their time / ours: the peers and ours with other GEMM libraries.
+    others = [s for s in systems if s not in ("ours", "blas-bound")]
+    ratios = [v for g in groups for v in (ratio(g, s) for s in others) if v is not None]
+    if ratios:
+        per_group = max(sum(1 for s in others if ratio(g, s) is not None) for g in groups)
+        lo, hi = min(ratios + [1.0]), max(ratios + [1.0])
+        log = hi / lo > 5
+        if log:
+            ax1.set_yscale("log")
+            bottom = lo / 1.6
+            bars(ax1, lambda g: [(s, ratio(g, s)) for s in others], per_group, log_bottom=bottom)
+            ax1.set_ylim(bottom, hi * 2.2)
+            ticks = [t for t in (0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500) if bottom <= t <= hi * 2.2]
+            ax1.set_yticks(ticks)
+            ax1.set_yticklabels(["%g" % t for t in ticks])
+            ax1.minorticks_off()
+        else:
+            bars(ax1, lambda g: [(s, ratio(g, s)) for s in others], per_group)
+            ax1.set_ylim(0, hi * 1.2)
+        hline(ax1, 1.0, "ours")
+        frame(ax1, "their time / ours%s\n(> 1: ours faster)" % (" (log)" if log else ""))
+    else:
+        ax1.axis("off")
+        ax1.text(0.5, 0.5, "no ratios to draw: no other system measured next to ours in %s" % path,
+                 ha="center", va="center", fontsize=11, transform=ax1.transAxes)
+    ax1.set_title("their time / ours, per shape and run (p processes x t threads each)", fontsize=10)
+
+    # (2) share of the FMA peak: every system, ours' GEMMs alone included.
+    shares = [v for g in groups for v in (share(g, s) for s in systems) if v is not None]
+    if shares:
+        per_group = max(sum(1 for s in systems if share(g, s) is not None) for g in groups)
+        bars(ax2, lambda g: [(s, share(g, s)) for s in systems], per_group)
+        ax2.set_ylim(0, max(shares + [1.0]) * 1.12)
+        hline(ax2, 0.8, "80%")
+        frame(ax2, "share of the FMA peak\n(epoch GEMM FLOP/s / peak at p*t threads)")
+    else:
+        ax2.axis("off")
+        ax2.text(0.5, 0.5, "no row has a peak_share: the FMA peak was not measured\n"
+                 "(peer_compare.sh needs FMA_PEAK, build/cpu_gemm/bin/fma_peak)",
+                 ha="center", va="center", fontsize=11, transform=ax2.transAxes)
+    ax2.set_title("share of the FMA peak, per shape and run", fontsize=10)
+
+    # One legend for both panels (a system keeps its color everywhere).
+    handles = [plt.Rectangle((0, 0), 1, 1, facecolor=color[s], edgecolor="black" if s == "blas-bound"
+                             else "white", hatch="///" if s == "blas-bound" else None, label=label(s))
+               for s in systems if s in drawn]
+    ncol = max(1, min(4, len(handles)))
+    nrow = -(-len(handles) // ncol)
+    fig.suptitle(title, fontsize=11.5, y=0.995)
+    top = 1 - (0.2 + 0.19 * nrow) / 8
+    fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 1 - 0.3 / 8), ncol=ncol,
+               fontsize=8, frameon=False, columnspacing=1.5, handlelength=1.6)
+    fig.tight_layout(rect=(0, 0, 1, top), h_pad=1.2)
     return save(fig, out_dir, name)
 
 
