@@ -163,14 +163,15 @@ const Spec kSpecs[] = {
      else if (s == "cpu") c.device = Device::Cpu;
      else throw BadValue{s.empty() ? "missing value" : "must be gpu or cpu"};
    }},
-  {"cpu-gemm", "LIB", "with --device cpu: openblas | onednn (float only), the GEMM library "
-   "(make cpu-gemm-lab compares them)",
+  {"cpu-gemm", "LIB", "with --device cpu: the GEMM library, auto (oneDNN for float where the build has "
+   "it, else OpenBLAS) | openblas | onednn (float only); make peer and make cpu-gemm-lab compare them",
    [](const Config& c) { return std::string(cpu_gemm_name(c.cpu_gemm)); },
    [](Config& c, const std::string& v) {
      const std::string s = trim(v);
-     if (s == "openblas") c.cpu_gemm = CpuGemm::OpenBLAS;
+     if (s == "auto") c.cpu_gemm = CpuGemm::Auto;
+     else if (s == "openblas") c.cpu_gemm = CpuGemm::OpenBLAS;
      else if (s == "onednn") c.cpu_gemm = CpuGemm::OneDNN;
-     else throw BadValue{s.empty() ? "missing value" : "must be openblas or onednn"};
+     else throw BadValue{s.empty() ? "missing value" : "must be auto, openblas or onednn"};
    }},
 };
 // clang-format on

@@ -14,13 +14,20 @@
 
 namespace nn::train {
 
-const char* cpu_gemm_name(CpuGemm g) { return g == CpuGemm::OneDNN ? "onednn" : "openblas"; }
+const char* cpu_gemm_name(CpuGemm g) {
+  return g == CpuGemm::OneDNN ? "onednn" : g == CpuGemm::OpenBLAS ? "openblas" : "auto";
+}
+
+CpuGemm resolved_cpu_gemm(CpuGemm asked, bool is_double) {
+  if (asked != CpuGemm::Auto) return asked;
+  return !is_double && cpu_gemm_available(CpuGemm::OneDNN) ? CpuGemm::OneDNN : CpuGemm::OpenBLAS;
+}
 
 bool cpu_gemm_available([[maybe_unused]] CpuGemm g) {
 #ifdef NN_HAVE_DNNL
   return true;
 #else
-  return g == CpuGemm::OpenBLAS;
+  return g != CpuGemm::OneDNN;
 #endif
 }
 

@@ -9,10 +9,16 @@
 
 namespace nn::train {
 
-enum class CpuGemm { OpenBLAS, OneDNN };
-const char* cpu_gemm_name(CpuGemm g);  // "openblas", "onednn" (the --cpu-gemm values)
+// Auto: the default, resolved once per run by resolved_cpu_gemm (below).
+enum class CpuGemm { Auto, OpenBLAS, OneDNN };
+const char* cpu_gemm_name(CpuGemm g);  // "auto", "openblas", "onednn" (the --cpu-gemm values)
 bool cpu_gemm_available(CpuGemm g);     // oneDNN: not in a `make DNNL=0` build
 std::string cpu_gemm_version(CpuGemm g);  // e.g. "OpenBLAS 0.3.21", "oneDNN 2.6.3"
+
+// The library a run uses for `asked`: Auto is oneDNN for float where the build has it (it was
+// as fast as OpenBLAS or faster at every shape and thread count measured: docs/performance.md,
+// "CPU GEMMs" and "make peer"), else OpenBLAS (double, `make DNNL=0`); the others stay as asked.
+CpuGemm resolved_cpu_gemm(CpuGemm asked, bool is_double);
 
 // Column-major C = alpha op(A) op(B) + beta C, with the library `lib`. dgemm is OpenBLAS's
 // whatever `lib` says (oneDNN has no double GEMM; the trainer refuses that combination).

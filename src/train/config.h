@@ -49,7 +49,7 @@ struct Config {
   bool mpi_device = false;            // --mpi device: device pointers to a CUDA-aware MPI
   bool graph = false;                 // replay each step's kernels as CUDA Graphs
   Device device = Device::Gpu;        // --device gpu | cpu
-  CpuGemm cpu_gemm = CpuGemm::OpenBLAS;  // --device cpu: the GEMM library (cpu_gemm.h)
+  CpuGemm cpu_gemm = CpuGemm::Auto;  // --device cpu: the GEMM library (cpu_gemm.h; resolved by train_with)
   double timeout = 300;               // seconds a step may take before the job ends (0 = off; watchdog.h)
 };
 

@@ -39,7 +39,7 @@ void validate(const Config& cfg) {
   if (cfg.device == Device::Cpu && cfg.mpi_device)
     bad("--mpi device is for --device gpu (with --device cpu, MPI already reduces the gradient in place)");
   if (cfg.device == Device::Cpu && cfg.graph) bad("--graph (CUDA Graphs) is for --device gpu");
-  if (cfg.device != Device::Cpu && cfg.cpu_gemm != CpuGemm::OpenBLAS)
+  if (cfg.device != Device::Cpu && cfg.cpu_gemm != CpuGemm::Auto && cfg.cpu_gemm != CpuGemm::OpenBLAS)
     bad(std::string("--cpu-gemm ") + cpu_gemm_name(cfg.cpu_gemm) + " is for --device cpu");
   if (!cpu_gemm_available(cfg.cpu_gemm))
     bad(std::string("--cpu-gemm ") + cpu_gemm_name(cfg.cpu_gemm) +

@@ -23,7 +23,9 @@ namespace {
 
 // The whole run with model type Model (DeviceModel<T>, or another with its public API).
 template <class T, class Model>
-TrainResult train_with(const Config& cfg, const HostData& data, std::FILE* out) {
+TrainResult train_with(const Config& asked, const HostData& data, std::FILE* out) {
+  Config cfg = asked;  // with --cpu-gemm auto resolved: the header and report name the library used
+  if (asked.device == Device::Cpu) cfg.cpu_gemm = resolved_cpu_gemm(asked.cpu_gemm, std::is_same_v<T, double>);
   validate(cfg);
   if constexpr (kOnHost<Model> && std::is_same_v<T, double>)
     if (cfg.cpu_gemm == CpuGemm::OneDNN)

@@ -49,6 +49,7 @@ TEST(CpuTrain, OneDnnGemmMatchesTheReferenceAndTheOpenBlasRun) {
   for (Strategy st : kAll) {
     SCOPED_TRACE(strategy_name(st));
     Config c = cpu_config(5, 7, 2, st);
+    c.cpu_gemm = CpuGemm::OpenBLAS;
     const auto ob = train_on<float>(c, make_data(60, 20), nullptr);
     c.cpu_gemm = CpuGemm::OneDNN;
     const auto dn = train_on<float>(c, make_data(60, 20), nullptr);
@@ -68,6 +69,18 @@ TEST(CpuTrain, OneDnnGemmMatchesTheReferenceAndTheOpenBlasRun) {
     add(dn.params.b2, ob.params.b2);
     EXPECT_LT(std::sqrt(num / den), 1e-5);
   }
+}
+
+// --cpu-gemm auto (the default) is oneDNN for float where the build has it, OpenBLAS for
+// double (oneDNN has no double GEMM) and in a make DNNL=0 build; an explicit choice stays.
+TEST(CpuTrain, AutoGemmIsOneDnnForFloatAndOpenBlasForDouble) {
+  const CpuGemm f = cpu_gemm_available(CpuGemm::OneDNN) ? CpuGemm::OneDNN : CpuGemm::OpenBLAS;
+  EXPECT_EQ(Config{}.cpu_gemm, CpuGemm::Auto);
+  EXPECT_EQ(resolved_cpu_gemm(CpuGemm::Auto, false), f);
+  EXPECT_EQ(resolved_cpu_gemm(CpuGemm::Auto, true), CpuGemm::OpenBLAS);
+  EXPECT_EQ(resolved_cpu_gemm(CpuGemm::OpenBLAS, false), CpuGemm::OpenBLAS);
+  EXPECT_EQ(resolved_cpu_gemm(CpuGemm::OneDNN, true), CpuGemm::OneDNN);  // refused later, by name
+  EXPECT_STREQ(cpu_gemm_name(CpuGemm::Auto), "auto");
 }
 
 TEST(CpuTrain, EveryStrategyMatchesTheReferenceInDouble) {
@@ -201,7 +214,8 @@ TEST(CpuTrain, ReportTimesTheHostAndUsesTheGemmRateAsCeiling) {
     const double rate = r["measured"]["gemm_flops_per_s"];
     EXPECT_GT(rate, 0.0);
     EXPECT_GT(r["cpu"]["threads_per_rank"].get<int>(), 0);
-    EXPECT_EQ(r["cpu"]["gemm"], "openblas");
+    // The default (auto): oneDNN for float where the build has it.
+    EXPECT_EQ(r["cpu"]["gemm"], cpu_gemm_available(CpuGemm::OneDNN) ? "onednn" : "openblas");
     EXPECT_GT(r["cpu"]["blas_bound_epoch_s"].get<double>(), 0.0);
     if (comm::size() == 1) EXPECT_DOUBLE_EQ(r["roofline_prediction_flops_per_s"].get<double>(), rate);
     else EXPECT_LT(r["roofline_prediction_flops_per_s"].get<double>(), rate);
