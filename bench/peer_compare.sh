@@ -35,7 +35,7 @@
 # Usage: bench/peer_compare.sh            (make peer)
 # Environment (defaults):
 #   DATA=data/current SHAPES="256:100 512:800 1024:3000" CORES=$(nproc) RUNS="1:1 1:CORES CORES:1"
-#   PEERS="torch torch2 torch2-compile jax tf tf-xla" CPU_GEMMS="openblas onednn" (the first is the
+#   PEERS="torch torch2 torch2-compile jax tf tf-xla" CPU_GEMMS="auto openblas" (the first is the
 #   reference of the ratios) EPOCHS=4 ROUNDS=2 LR=0.5 REG=1e-4 TRAIN_SIZE=0 (all)
 #   HIDDEN=256 BATCH=100 (GPU part) MODE=auto|cpu|gpu PYTHON=/usr/bin/python3 (Debian's torch)
 #   CPU_DIR=build/cpu CUDA_DIR=build/cuda MPIRUN=slurm/mpirun.sh OUT=build/peer
@@ -56,7 +56,7 @@ SHAPES=${SHAPES:-256:100 512:800 1024:3000}
 CORES=${CORES:-$(nproc 2>/dev/null || echo 1)}
 RUNS=${RUNS:-}   # p:t pairs; empty: from PROCS when set, else "1:1 1:CORES CORES:1"
 PEERS=${PEERS-torch torch2 torch2-compile jax tf tf-xla}
-CPU_GEMMS=${CPU_GEMMS:-openblas onednn}  # nn_train --cpu-gemm, one column each; the first is the reference
+CPU_GEMMS=${CPU_GEMMS:-auto openblas}  # nn_train --cpu-gemm, one column each; the first ("ours") is the reference
 ROUNDS=${ROUNDS:-2}
 LR=${LR:-0.5}
 REG=${REG:-1e-4}
