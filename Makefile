@@ -65,6 +65,9 @@ WARN     := -Wall -Wextra
 INCLUDES := -Isrc -Ikernels
 CXXFLAGS_COMMON := -std=c++20 $(OPT) $(WARN) $(DEFS) $(INCLUDES) -MMD -MP
 LIBS     := -larmadillo -lz $(if $(filter 1,$(DNNL)),-ldnnl -lgomp) -pthread
+# The --device cpu model splits its elementwise passes over oneDNN's OpenMP threads
+# (src/model/cpu_model.cpp, CpuModel::split); without oneDNN they stay on one thread.
+CPU_MODEL_OMP := $(if $(filter 1,$(DNNL)),-fopenmp)
 
 # ---- sources --------------------------------------------------------------------
 HOST_SRCS   := $(sort $(filter-out src/app/main.cpp,$(wildcard src/*/*.cpp src/*.cpp)))
@@ -103,6 +106,7 @@ $(CPU_DIR)/obj/%.o: %.cpp | setup $(if $(NVTX_DIR),$(CPU_DIR)/nvtx-include/nvtx3
 # tests/sim/test_sim_fence.cu tests what backs up the per-access checks (red zones scanned after
 # each kernel, guard pages): built without them, or they would catch its accesses first.
 $(CPU_DIR)/obj/tests/sim/test_sim_fence.o: CPU_CXXFLAGS += -fno-sanitize=kernel-address
+$(CPU_DIR)/obj/src/model/cpu_model.o: CPU_CXXFLAGS += $(CPU_MODEL_OMP)
 $(CPU_DIR)/obj/%.o: %.cu $(SIMCC) | setup $(if $(NVTX_DIR),$(CPU_DIR)/nvtx-include/nvtx3)
 	@mkdir -p $(dir $@)
 	$(call step,SIMCC,cpu,$<)CXX="$(MPICXX)" $(PYTHON) $(SIMCC) $(CPU_CXXFLAGS) -c $< -o $@
@@ -153,6 +157,7 @@ CUDA_LDLIBS   := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lc
 $(CUDA_DIR)/obj/%.o: %.cpp | setup
 	@mkdir -p $(dir $@)
 	$(call step,CC,cuda,$<)$(MPICXX) $(CUDA_CXXFLAGS) -c $< -o $@
+$(CUDA_DIR)/obj/src/model/cpu_model.o: CUDA_CXXFLAGS += $(CPU_MODEL_OMP)
 
 $(CUDA_DIR)/obj/%.o: %.cu | setup
 	@mkdir -p $(dir $@)

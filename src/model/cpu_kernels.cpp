@@ -69,11 +69,11 @@ inline void bias_sigmoid_impl(T* A, const T* bias, int H, int b) {
 }
 
 template <class T>
-inline void sigmoid_backward_impl(T* dA, const T* A, int H, int b, T* db) {
+inline void sigmoid_backward_impl(T* dA, const T* A, int H, int ld, int b, T* db) {
   std::fill(db, db + H, T(0));
   for (int j = 0; j < b; ++j) {
-    T* d = dA + std::size_t(j) * H;
-    const T* a = A + std::size_t(j) * H;
+    T* d = dA + std::size_t(j) * ld;
+    const T* a = A + std::size_t(j) * ld;
     for (int h = 0; h < H; ++h) {
       const T v = d[h] * a[h] * (T(1) - a[h]);
       d[h] = v;
@@ -123,11 +123,17 @@ NN_CPU_CLONES void gather_normalize(const std::uint8_t* im, const std::uint32_t*
 }
 NN_CPU_CLONES void bias_sigmoid(float* A, const float* bias, int H, int b) { bias_sigmoid_impl(A, bias, H, b); }
 NN_CPU_CLONES void bias_sigmoid(double* A, const double* bias, int H, int b) { bias_sigmoid_impl(A, bias, H, b); }
-NN_CPU_CLONES void sigmoid_backward_rowsum(float* dA, const float* A, int H, int b, float* db) {
-  sigmoid_backward_impl(dA, A, H, b, db);
+NN_CPU_CLONES void sigmoid_backward_rowsum(float* dA, const float* A, int rows, int ld, int b, float* db) {
+  sigmoid_backward_impl(dA, A, rows, ld, b, db);
 }
-NN_CPU_CLONES void sigmoid_backward_rowsum(double* dA, const double* A, int H, int b, double* db) {
-  sigmoid_backward_impl(dA, A, H, b, db);
+NN_CPU_CLONES void sigmoid_backward_rowsum(double* dA, const double* A, int rows, int ld, int b, double* db) {
+  sigmoid_backward_impl(dA, A, rows, ld, b, db);
+}
+void sigmoid_backward_rowsum(float* dA, const float* A, int H, int b, float* db) {
+  sigmoid_backward_rowsum(dA, A, H, H, b, db);
+}
+void sigmoid_backward_rowsum(double* dA, const double* A, int H, int b, double* db) {
+  sigmoid_backward_rowsum(dA, A, H, H, b, db);
 }
 NN_CPU_CLONES void sgd(float* p, const float* g, std::size_t n, float lr) {
   for (std::size_t i = 0; i < n; ++i) p[i] -= lr * g[i];

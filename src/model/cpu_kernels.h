@@ -22,9 +22,13 @@ void gather_normalize(const std::uint8_t* images, const std::uint32_t* idx, int 
 void bias_sigmoid(float* A, const float* bias, int H, int b);
 void bias_sigmoid(double* A, const double* bias, int H, int b);
 
-// dZ = dA o a o (1 - a) in place over dA (H x b), and db = its row sums.
+// dZ = dA o a o (1 - a) in place over dA (H x b), and db = its row sums. The ld forms work on
+// `rows` rows of matrices with leading dimension ld (a band of rows: each row's sum is added
+// in the same column order as over the whole matrix, so a split by rows changes no bit).
 void sigmoid_backward_rowsum(float* dA, const float* A, int H, int b, float* db);
 void sigmoid_backward_rowsum(double* dA, const double* A, int H, int b, double* db);
+void sigmoid_backward_rowsum(float* dA, const float* A, int rows, int ld, int b, float* db);
+void sigmoid_backward_rowsum(double* dA, const double* A, int rows, int ld, int b, double* db);
 
 // p -= lr * g over n entries.
 void sgd(float* p, const float* g, std::size_t n, float lr);

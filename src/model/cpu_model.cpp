@@ -6,6 +6,9 @@
 
 #include <sched.h>
 #include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include <algorithm>
 #include <chrono>
@@ -36,6 +39,29 @@ void gemm(CpuGemm, bool ta, bool tb, int M, int N, int K, double alpha, const do
 }
 
 }  // namespace
+
+// fn(lo, hi) over [0, n) in equal contiguous parts, one per OpenMP thread, when the GEMMs are
+// oneDNN's and run on more than one thread: those OpenMP threads are idle between the GEMMs
+// and already hold the rank's cores. With OpenBLAS (its own pthreads, which would fight an
+// OpenMP team for the cores), one thread, or a build without OpenMP: fn(0, n) here. Each part
+// computes its own entries exactly as the whole would, so no bit depends on the split.
+template <class T>
+template <class F>
+void CpuModel<T>::split(std::size_t n, std::size_t grain, F&& fn) const {
+#ifdef _OPENMP
+  const int team = gemm_lib_ == CpuGemm::OneDNN ? omp_get_max_threads() : 1;
+  const int parts = int(std::min<std::size_t>(std::size_t(std::max(team, 1)), n / std::max<std::size_t>(grain, 1)));
+  if (parts > 1) {
+#pragma omp parallel num_threads(parts)
+    {
+      const std::size_t k = std::size_t(omp_get_thread_num()), m = std::size_t(omp_get_num_threads());
+      fn(n * k / m, n * (k + 1) / m);
+    }
+    return;
+  }
+#endif
+  fn(0, n);
+}
 
 CpuImages::CpuImages(const std::uint8_t* img, const std::uint8_t* lab, std::size_t n_, int D_)
     : images(img, img + n_ * std::size_t(D_)), labels(lab, lab + n_), n(n_), D(D_) {}
@@ -93,7 +119,11 @@ void CpuModel<T>::stage_batch(std::size_t offset, int b) {
 // X(:, j) = images(:, idx[j]) / 255 (idx == nullptr: the first b columns).
 template <class T>
 void CpuModel<T>::gather(const std::uint8_t* images, const std::uint32_t* idx, int b) {
-  cpu::gather_normalize(images, idx, b, lay_.D, X_.data());
+  const std::size_t D = std::size_t(lay_.D);
+  split(std::size_t(b), 16, [&](std::size_t lo, std::size_t hi) {
+    cpu::gather_normalize(idx ? images : images + lo * D, idx ? idx + lo : nullptr, int(hi - lo), int(D),
+                          X_.data() + lo * D);
+  });
 }
 
 template <class T>
@@ -104,7 +134,9 @@ void CpuModel<T>::hidden_forward(int b) {
     NN_RANGE("forward GEMM 1");
     gemm(gemm_lib_, false, false, H, b, D, T(1), P + lay_.W1(), H, X_.data(), D, T(0), A1_.data(), H);
   }
-  cpu::bias_sigmoid(A1_.data(), P + lay_.b1(), H, b);
+  split(std::size_t(b), 16, [&](std::size_t lo, std::size_t hi) {
+    cpu::bias_sigmoid(A1_.data() + lo * std::size_t(H), P + lay_.b1(), H, int(hi - lo));
+  });
 }
 
 template <class T>
@@ -153,14 +185,19 @@ void CpuModel<T>::layer1_grads(int b, bool with_reg, T reg) {
     NN_RANGE("backward GEMM 2");
     gemm(gemm_lib_, true, false, H, b, C, T(1), P + lay_.W2(), C, Z2_.data(), C, T(0), dA1_.data(), H);
   }
-  cpu::sigmoid_backward_rowsum(dA1_.data(), A1_.data(), H, b, G + lay_.b1());
+  split(std::size_t(H), 64, [&](std::size_t lo, std::size_t hi) {  // by rows: db1's sums keep their order
+    cpu::sigmoid_backward_rowsum(dA1_.data() + lo, A1_.data() + lo, int(hi - lo), H, b, G + lay_.b1() + lo);
+  });
   NN_RANGE("backward GEMM 3");
   if (fused_) {  // the step itself, straight into W1 (fuse_w1_step)
     // The decay as its own pass W1 -= (lr reg) W1, not as the GEMM's beta = 1 - lr reg: that
     // factor rounds the same way at every step, a drift of up to 3e-8 per step in float
     // (1.2e-5 in W1 after 1620 steps, measured), where separate roundings average out.
     T* W1 = params_.data() + lay_.W1();
-    if (with_reg) cpu::sgd(W1, W1, std::size_t(H) * D, fused_lr_ * reg);
+    if (with_reg)
+      split(std::size_t(H) * D, 4096, [&](std::size_t lo, std::size_t hi) {
+        cpu::sgd(W1 + lo, W1 + lo, hi - lo, fused_lr_ * reg);
+      });
     gemm(gemm_lib_, false, true, H, D, b, -fused_lr_, dA1_.data(), H, X_.data(), D, T(1), W1, H);
     return;
   }
@@ -274,7 +311,9 @@ template <class T>
 void CpuModel<T>::sgd_step(T lr) {
   NN_RANGE("step");
   const std::size_t from = fused_ ? lay_.b1() : 0;  // fused: W1 was stepped by its GEMM
-  cpu::sgd(params_.data() + from, grads_.data() + from, params_.size() - from, lr);
+  split(params_.size() - from, 4096, [&](std::size_t lo, std::size_t hi) {
+    cpu::sgd(params_.data() + from + lo, grads_.data() + from + lo, hi - lo, lr);
+  });
 }
 
 template <class T>

@@ -111,6 +111,9 @@ class CpuModel {
  private:
   void stage_batch(std::size_t offset, int b);
   void gather(const std::uint8_t* images, const std::uint32_t* idx, int b);
+  // fn(lo, hi) over parts of [0, n) on the GEMM library's OpenMP threads (oneDNN), else at once.
+  template <class F>
+  void split(std::size_t n, std::size_t grain, F&& fn) const;
   void hidden_forward(int b);                   // A1 = sigmoid(W1 X + b1)
   void scores_forward(int b);                   // Z2 = W2 A1 (no bias)
   void softmax_loss(int b, T inv_B, bool add_b2, bool stats);  // Z2 -> dZ2, loss, hits

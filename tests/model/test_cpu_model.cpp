@@ -375,6 +375,51 @@ TEST(CpuGemm, OneDnnModelMatchesTheReferenceAndTheOpenBlasModel) {
   EXPECT_THROW(CpuModel<double>(D, H, C, 4, CpuGemm::OneDNN), std::invalid_argument);
 }
 
+// sigmoid' + db1 on a band of rows (the leading-dimension form, as CpuModel splits it over its
+// threads) gives exactly the bits of the whole-matrix pass.
+TEST(CpuModel, SigmoidBackwardByRowBandsChangesNoBit) {
+  const int H = 200, b = 37;
+  std::mt19937 gen(5);
+  std::uniform_real_distribution<float> u(0.f, 1.f);
+  std::vector<float> A(std::size_t(H) * b), dA(A.size());
+  for (float& v : A) v = u(gen);
+  for (float& v : dA) v = u(gen) - 0.5f;
+  std::vector<float> whole = dA, banded = dA, db_whole(H), db_banded(H);
+  cpu::sigmoid_backward_rowsum(whole.data(), A.data(), H, b, db_whole.data());
+  for (const auto& [lo, hi] : {std::pair{0, 70}, std::pair{70, 71}, std::pair{71, 200}})
+    cpu::sigmoid_backward_rowsum(banded.data() + lo, A.data() + lo, hi - lo, H, b, db_banded.data() + lo);
+  EXPECT_EQ(banded, whole);
+  EXPECT_EQ(db_banded, db_whole);
+}
+
+// With oneDNN on 2 threads the model splits gather, bias + sigmoid, sigmoid' + db1 and the SGD
+// passes over them (CpuModel::split; shapes large enough to split): the gradient is still the
+// reference's, and the fused step the same as the unfused one.
+TEST(CpuGemm, OneDnnModelSplitsItsPassesOverItsThreads) {
+  if (!cpu_gemm_available(CpuGemm::OneDNN)) GTEST_SKIP() << "a make DNNL=0 build: no oneDNN";
+  const int H = 256, b = 64;
+  const CpuImages im = random_images(200, 3);
+  const auto order = shuffled(200, 3);
+  const ref::Params<float> P = ref::make_params<float>(D, H, C, 4);
+  set_gemm_threads(2);
+  CpuModel<float> m(D, H, C, b, CpuGemm::OneDNN);
+  m.set_params(pack(P));
+  m.set_train_data(CpuImages(im));
+  m.set_order(order);
+  m.forward_backward(0, b, 1.f / b, true, 0.01f);
+  arma::Mat<float> X, Y;
+  ref_batch<float>(im, std::span<const std::uint32_t>(order.data(), b), X, Y);
+  const std::vector<float> want = pack(ref::backward(P, ref::forward(P, X), X, Y, 0.01f, double(b)));
+  const std::vector<float> got = m.get_grads();
+  EXPECT_LT(rel_err(got.data(), want.data(), want.size()), tol<float>());
+  m.sgd_step(0.5f);
+  std::vector<float> stepped = pack(P);
+  for (std::size_t i = 0; i < stepped.size(); ++i) stepped[i] -= 0.5f * got[i];
+  const std::vector<float> after = m.get_params();
+  EXPECT_LT(rel_err(after.data(), stepped.data(), stepped.size()), 1e-6);
+  set_gemm_threads(1);
+}
+
 TEST(CpuModel, BadInputThrows) {
   CpuModel<float> m(D, 4, C, 5);
   EXPECT_THROW(m.set_params(std::vector<float>(3)), std::invalid_argument);
