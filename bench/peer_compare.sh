@@ -34,7 +34,7 @@
 #
 # Usage: bench/peer_compare.sh            (make peer)
 # Environment (defaults):
-#   DATA=data/current SHAPES="256:100 512:800 1024:3000" CORES=$(nproc) RUNS="1:1 1:CORES CORES:1"
+#   DATA=data/current SHAPES="256:100 512:800 1024:3000" CORES=(physical cores) RUNS="1:1 1:CORES CORES:1"
 #   PEERS="torch torch2 torch2-compile jax tf tf-xla" CPU_GEMMS="auto openblas" (the first is the
 #   reference of the ratios) EPOCHS=4 ROUNDS=2 LR=0.5 REG=1e-4 TRAIN_SIZE=0 (all)
 #   HIDDEN=256 BATCH=100 (GPU part) MODE=auto|cpu|gpu PYTHON=/usr/bin/python3 (Debian's torch)
@@ -53,7 +53,7 @@ HIDDEN=${HIDDEN:-256}
 BATCH=${BATCH:-100}
 EPOCHS=${EPOCHS:-4}
 SHAPES=${SHAPES:-256:100 512:800 1024:3000}
-CORES=${CORES:-$(nproc 2>/dev/null || echo 1)}
+CORES=${CORES:-}  # default: the physical cores of this process's affinity mask (below)
 RUNS=${RUNS:-}   # p:t pairs; empty: from PROCS when set, else "1:1 1:CORES CORES:1"
 PEERS=${PEERS-torch torch2 torch2-compile jax tf tf-xla}
 CPU_GEMMS=${CPU_GEMMS:-auto openblas}  # nn_train --cpu-gemm, one column each; the first ("ours") is the reference
@@ -166,16 +166,23 @@ fi
 
 
 # ---- (b) the CPU -------------------------------------------------------------------------
-# The first N CPUs of this process's affinity mask, as a taskset list ("0,1").
+# One CPU of each of the first N physical cores in this process's affinity mask, as a
+# taskset list ("0,1"): on hosts with several hardware threads per core the peers get cores,
+# as slurm/mpirun.sh gives ours (without lscpu: the first N CPUs of the mask).
 cpus_for() {
-  awk -v n="$1" '/^Cpus_allowed_list:/ {
-      m = split($2, parts, ","); k = 0; out = ""
-      for (i = 1; i <= m && k < n; ++i) {
-        if (split(parts[i], r, "-") == 1) r[2] = r[1]
-        for (c = r[1]; c <= r[2] && k < n; ++c) { out = out (k ? "," : "") c; ++k }
-      }
-      print out }' /proc/self/status
+  local allowed
+  allowed=$(awk '/^Cpus_allowed_list:/ { print $2 }' /proc/self/status)
+  { lscpu -p=CPU,SOCKET,CORE 2>/dev/null || true; } | awk -F, -v n="$1" -v allowed="$allowed" '
+    BEGIN { k = split(allowed, r, ",")
+            for (i = 1; i <= k; i++) { m = split(r[i], ab, "-"); for (c = ab[1]; c <= (m > 1 ? ab[2] : ab[1]); c++) { ok[c] = 1; order[++nc] = c } } }
+    /^#/ { next }
+    ($1 in ok) && !(($2 "," $3) in core) { core[$2 "," $3] = 1; pick[++np] = $1 }
+    END { if (np == 0) for (i = 1; i <= nc; i++) pick[++np] = order[i]
+          out = ""; for (i = 1; i <= np && i <= n; i++) out = out (i > 1 ? "," : "") pick[i]
+          print out }'
 }
+# Physical cores in this process's affinity mask (what CORES defaults to).
+physical_cores() { cpus_for 100000 | awk -F, '{ print ($0 == "" ? 1 : NF) }'; }
 # A log's `cpu/wall: X` (the peers) or nn_train's `cores: rank 0 kept X cores busy` line.
 cores_from_log() {
   awk '/^cpu\/wall:/ { print $2; exit } /^cores: rank 0 kept/ { print $5; exit }' "$1"
@@ -188,6 +195,7 @@ if [ "$MODE" != gpu ]; then
     echo "error: $CPU_DIR/bin/nn_train not built (make $CPU_DIR/bin/nn_train)" >&2
     exit 1
   fi
+  [ -n "$CORES" ] || CORES=$(physical_cores)
   if [ -z "$RUNS" ]; then
     if [ -n "${PROCS:-}" ]; then
       for p in $PROCS; do t=$(( CORES / p )); [ "$t" -ge 1 ] || t=1; RUNS="$RUNS $p:$t"; done
@@ -260,7 +268,11 @@ if [ "$MODE" != gpu ]; then
   declare -A peak_at
   if [ -x "$FMA_PEAK" ]; then
     echo "== FMA peak ($FMA_PEAK, threads ${peak_threads%,})"
-    "$FMA_PEAK" --threads "${peak_threads%,}" --csv "$OUT/fma_peak.csv" | tee "$OUT/fma_peak.log" | grep '^peak'
+    if ! "$FMA_PEAK" --threads "${peak_threads%,}" --csv "$OUT/fma_peak.csv" >"$OUT/fma_peak.log" 2>&1; then
+      echo "== FMA peak: $FMA_PEAK failed ($(tail -n 1 "$OUT/fma_peak.log")); shares left out"
+      : >"$OUT/fma_peak.csv"
+    fi
+    grep '^peak' "$OUT/fma_peak.log" || true
     while IFS=, read -r isa th gf rest; do
       [ "$isa" = isa ] && continue
       if [ -z "${peak_at[$th]:-}" ] || awk -v a="$gf" -v b="${peak_at[$th]}" 'BEGIN { exit !(a > b) }'; then
@@ -337,7 +349,8 @@ if [ "$MODE" != gpu ]; then
         if [ "$sys" = blas-bound ]; then s=$bound; else s=${best[$sys]:-}; fi
         if [ -z "$s" ]; then line+=$(printf ' %12s' -); continue; fi
         gf=$(awk -v f="$flops" -v s="$s" 'BEGIN { if (s > 0) printf "%.1f", f / s / 1e9 }')
-        share=$([ -n "$peak" ] && awk -v g="$gf" -v pk="$peak" 'BEGIN { printf "%.2f", g / pk }')
+        share=
+        if [ -n "$peak" ] && [ -n "$gf" ]; then share=$(awk -v g="$gf" -v pk="$peak" 'BEGIN { printf "%.2f", g / pk }'); fi
         r=$(ratio "$s" "${best[$ref]:-0}")
         if [ "$sys" = "$ref" ]; then line+=$(printf ' %12s' "${s}s"); else line+=$(printf ' %12s' "${r}x"); fi
         v=${version_of[$sys]:-} bl=${blas_of[$sys]:-}  # no commas inside the CSV's fields

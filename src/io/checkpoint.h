@@ -21,8 +21,10 @@ struct RunFingerprint {
   double lr = 0, reg = 0;          // --lr, --reg
   std::uint32_t ranks = 0;         // MPI ranks (the shards and shuffles depend on them)
   std::uint32_t strategy = 0;      // Strategy: 0 allreduce, 1 ps, 2 model
-  std::uint32_t gemm = 0;          // --gemm variant (summation orders differ), or kCpuBlas
-  static constexpr std::uint32_t kCpuBlas = 255;  // --device cpu: BLAS, whatever --gemm says
+  std::uint32_t gemm = 0;          // --gemm variant (summation orders differ), or kCpuBlas/kCpuOneDnn
+  static constexpr std::uint32_t kCpuBlas = 255;    // --device cpu on OpenBLAS, whatever --gemm says
+  static constexpr std::uint32_t kCpuOneDnn = 254;  // --device cpu on oneDNN (--cpu-gemm; files before
+                                                    // it was there hold 255: they ran OpenBLAS)
   std::uint32_t shuffle = 0;       // 1 shuffled, 0 --no-shuffle
   std::uint32_t data_crc = 0;      // CRC32 of the n_fit training images, then their labels
   bool operator==(const RunFingerprint&) const = default;

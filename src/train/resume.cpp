@@ -47,9 +47,12 @@ void check_fingerprint(const std::string& file, const RunFingerprint& was, const
   if (was.ranks != now.ranks) differ("the number of MPI ranks", num(was.ranks), num(now.ranks));
   if (was.strategy != now.strategy) differ("--strategy", strat(was.strategy), strat(now.strategy));
   const auto gemm = [](std::uint32_t v) {
-    return v == RunFingerprint::kCpuBlas ? std::string("--device cpu (BLAS)") : "--device gpu --gemm " + std::to_string(v);
+    if (v == RunFingerprint::kCpuBlas) return std::string("--device cpu --cpu-gemm openblas");
+    if (v == RunFingerprint::kCpuOneDnn) return std::string("--device cpu --cpu-gemm onednn");
+    return "--device gpu --gemm " + std::to_string(v);
   };
-  if (was.gemm != now.gemm) differ("the device and GEMM (--device, --gemm)", gemm(was.gemm), gemm(now.gemm));
+  if (was.gemm != now.gemm)
+    differ("the device and GEMM (--device, --gemm, --cpu-gemm)", gemm(was.gemm), gemm(now.gemm));
   if (was.shuffle != now.shuffle)
     differ("shuffling (--no-shuffle)", was.shuffle ? "on" : "off", now.shuffle ? "on" : "off");
   if (was.data_crc != now.data_crc)
@@ -68,9 +71,13 @@ RunFingerprint fingerprint_of(const Config& cfg, const HostData& data, const Siz
   f.reg = cfg.reg;
   f.ranks = static_cast<std::uint32_t>(comm::size());
   f.strategy = static_cast<std::uint32_t>(cfg.strategy);
-  // --device cpu computes with BLAS whatever --gemm says: its own value, so that a run is
-  // never resumed on the other device (the bits differ; RunFingerprint::kCpuBlas).
-  f.gemm = cfg.device == Device::Cpu ? RunFingerprint::kCpuBlas : static_cast<std::uint32_t>(cfg.gemm);
+  // --device cpu computes with its GEMM library whatever --gemm says: a value per library, so
+  // that a run is never resumed on the other device or library (the bits differ). cfg has
+  // --cpu-gemm auto resolved (train_with), so a file saved before oneDNN became the default
+  // (255: OpenBLAS) is refused by name with the default, and resumes with --cpu-gemm openblas.
+  f.gemm = cfg.device != Device::Cpu         ? static_cast<std::uint32_t>(cfg.gemm)
+           : cfg.cpu_gemm == CpuGemm::OneDNN ? RunFingerprint::kCpuOneDnn
+                                             : RunFingerprint::kCpuBlas;
   f.shuffle = cfg.shuffle ? 1 : 0;
   f.data_crc = data_crc(data, sz.n_fit);
   return f;

@@ -394,7 +394,7 @@ TEST(CpuModel, SigmoidBackwardByRowBandsChangesNoBit) {
 
 // With oneDNN on 2 threads the model splits gather, bias + sigmoid, sigmoid' + db1 and the SGD
 // passes over them (CpuModel::split; shapes large enough to split): the gradient is still the
-// reference's, and the fused step the same as the unfused one.
+// reference's, and the fused W1 step (with its split decay pass) the same as the unfused one.
 TEST(CpuGemm, OneDnnModelSplitsItsPassesOverItsThreads) {
   if (!cpu_gemm_available(CpuGemm::OneDNN)) GTEST_SKIP() << "a make DNNL=0 build: no oneDNN";
   const int H = 256, b = 64;
@@ -417,7 +417,17 @@ TEST(CpuGemm, OneDnnModelSplitsItsPassesOverItsThreads) {
   for (std::size_t i = 0; i < stepped.size(); ++i) stepped[i] -= 0.5f * got[i];
   const std::vector<float> after = m.get_params();
   EXPECT_LT(rel_err(after.data(), stepped.data(), stepped.size()), 1e-6);
-  set_gemm_threads(1);
+  // The fused W1 step (its weight-decay pass split too) lands on the same parameters.
+  CpuModel<float> f(D, H, C, b, CpuGemm::OneDNN);
+  f.set_params(pack(P));
+  f.set_train_data(CpuImages(im));
+  f.set_order(order);
+  f.fuse_w1_step(true, 0.5f);
+  f.forward_backward(0, b, 1.f / b, true, 0.01f);
+  f.sgd_step(0.5f);
+  const std::vector<float> fused = f.get_params();
+  EXPECT_LT(rel_err(fused.data(), stepped.data(), stepped.size()), 1e-5);
+  set_gemm_threads(1);  // the next trainer run sets its own (cpu_threads)
 }
 
 TEST(CpuModel, BadInputThrows) {

@@ -189,8 +189,9 @@ TEST(Resume, ChangedOptionsAreRefusedByName) {
   expect_refused(x, "--strategy is allreduce in the saved run, model in this one");
   x = c;
   x.device = Device::Cpu;  // other bits: BLAS instead of our GEMM
-  expect_refused(x, "the device and GEMM (--device, --gemm) is --device gpu --gemm " + std::to_string(c.gemm) +
-                        " in the saved run, --device cpu (BLAS) in this one");
+  x.cpu_gemm = CpuGemm::OpenBLAS;
+  expect_refused(x, "the device and GEMM (--device, --gemm, --cpu-gemm) is --device gpu --gemm " +
+                        std::to_string(c.gemm) + " in the saved run, --device cpu --cpu-gemm openblas in this one");
   x = c;
   x.hidden = 6;
   expect_refused(x, "set --hidden 5");
@@ -212,6 +213,44 @@ TEST(Resume, ChangedOptionsAreRefusedByName) {
   }
   comm::barrier();
   expect_refused(c, "holds weights only (checkpoint version 1)");
+}
+
+// --device cpu: the GEMM library is part of the saved run. A file saved on OpenBLAS (as every
+// --device cpu file before oneDNN became the default) is refused by name under the default
+// (oneDNN, where the build has it), untouched, and resumes with --cpu-gemm openblas.
+TEST(Resume, CpuRunResumesOnlyOnItsGemmLibrary) {
+  const HostData d = make_data(60, 20);
+  Config c = small_config(5, 7, 2);
+  c.verify = false;
+  c.device = Device::Cpu;
+  c.cpu_gemm = CpuGemm::OpenBLAS;
+  SharedFile f("lib.ck");
+  c.save = f.path;
+  c.resume = true;
+  {
+    HookGuard hook({3});
+    ASSERT_TRUE(train_on<float>(c, d, nullptr).stopped);
+  }
+  const std::vector<char> before = comm::rank() == 0 ? bytes_of(f.path) : std::vector<char>{};
+  if (cpu_gemm_available(CpuGemm::OneDNN)) {
+    Config x = c;
+    x.cpu_gemm = CpuGemm::Auto;
+    try {
+      train_on<float>(x, d, nullptr);
+      ADD_FAILURE() << "resumed an OpenBLAS run on oneDNN";
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find("is --device cpu --cpu-gemm openblas in the saved run, --device cpu "
+                                           "--cpu-gemm onednn in this one"),
+                std::string::npos)
+          << e.what();
+    }
+    if (comm::rank() == 0) {
+      EXPECT_EQ(bytes_of(f.path), before) << "a refused resume changed the saved file";
+    }
+  }
+  const TrainResult r = train_on<float>(c, d, nullptr);
+  EXPECT_TRUE(r.resumed);
+  EXPECT_FALSE(r.stopped);
 }
 
 // --epochs extends a finished run: 2 epochs, then the same command with --epochs 3, gives
