@@ -29,13 +29,13 @@ Prints one line per epoch, then the lines bench/peer_compare.sh reads:
 Timing matches nn_train's --metrics `seconds`: the batches only, no validation or test.
 """
 import argparse
-import gzip
 import os
-import struct
 import sys
 import time
 
 import numpy as np
+
+from peer_common import add_common_args, load_split
 
 try:
     import torch
@@ -45,46 +45,9 @@ except ImportError:
              % sys.executable)
 
 
-def read_idx(directory, stem):
-    """An IDX file (raw, or gzip by content) as a numpy uint8 array of its declared shape."""
-    path = os.path.join(directory, stem)
-    if not os.path.exists(path):
-        path += ".gz"
-    with open(path, "rb") as f:
-        raw = f.read()
-    if raw[:2] == b"\x1f\x8b":
-        raw = gzip.decompress(raw)
-    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] != 0x08:
-        sys.exit("error: %s: not an unsigned-byte IDX file" % path)
-    ndim = raw[3]
-    dims = struct.unpack(">%dI" % ndim, raw[4:4 + 4 * ndim])
-    data = np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim)
-    if data.size != int(np.prod(dims)):
-        sys.exit("error: %s: %d bytes of data, header says %s" % (path, data.size, dims))
-    return data.reshape(dims)
-
-
-def load_split(directory, split):
-    images = read_idx(directory, split + "-images-idx3-ubyte")
-    labels = read_idx(directory, split + "-labels-idx1-ubyte")
-    if images.shape[0] != labels.shape[0]:
-        sys.exit("error: %s: %d images but %d labels" % (split, images.shape[0], labels.shape[0]))
-    return images.reshape(images.shape[0], -1), labels
-
-
 def parse():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", default="data/current")
-    ap.add_argument("--hidden", type=int, default=256)
-    ap.add_argument("--batch", type=int, default=100)
-    ap.add_argument("--epochs", type=int, default=10)
-    ap.add_argument("--lr", type=float, default=0.5)
-    ap.add_argument("--reg", type=float, default=1e-4)
-    ap.add_argument("--train-size", type=int, default=0, help="first N training images (0 = all)")
-    ap.add_argument("--test-size", type=int, default=0, help="first N test images (0 = all)")
-    ap.add_argument("--val-fraction", type=float, default=0.1)
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--no-shuffle", action="store_true")
+    add_common_args(ap)
     ap.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto",
                     help="auto: CUDA when available, else the CPU")
     ap.add_argument("--threads", type=int, default=0,
