@@ -50,3 +50,20 @@ def add_common_args(ap):
     ap.add_argument("--val-fraction", type=float, default=0.1)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--no-shuffle", action="store_true")
+
+
+def load_data(a):
+    """nn_train's split for options `a`: the first --train-size training images (0 = all), the
+    last --val-fraction of them held out, the first --test-size test images. Returns
+    (train_x, train_y, test_x, test_y, n_fit, n_val, n_test); exits with one line on bad sizes."""
+    train_x, train_y = load_split(a.data, "train")
+    test_x, test_y = load_split(a.data, "t10k")
+    n_used = a.train_size or train_x.shape[0]
+    if n_used > train_x.shape[0]:
+        sys.exit("error: --train-size %d exceeds the %d training images" % (n_used, train_x.shape[0]))
+    n_val = int(n_used * a.val_fraction)
+    n_fit = n_used - n_val
+    n_test = min(a.test_size or test_x.shape[0], test_x.shape[0])
+    if a.batch > n_fit:
+        sys.exit("error: --batch %d exceeds the %d training images" % (a.batch, n_fit))
+    return train_x, train_y, test_x, test_y, n_fit, n_val, n_test

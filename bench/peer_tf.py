@@ -69,7 +69,7 @@ import time
 
 import numpy as np
 
-from peer_common import add_common_args, load_split
+from peer_common import add_common_args, load_data
 
 PROG = "peer_tf"
 
@@ -273,16 +273,7 @@ def main():
     if a.check:
         sys.exit(check(tf))
 
-    train_x, train_y = load_split(a.data, "train")
-    test_x, test_y = load_split(a.data, "t10k")
-    n_used = a.train_size or train_x.shape[0]
-    if n_used > train_x.shape[0]:
-        sys.exit("error: --train-size %d exceeds the %d training images" % (n_used, train_x.shape[0]))
-    n_val = int(n_used * a.val_fraction)
-    n_fit = n_used - n_val
-    n_test = min(a.test_size or test_x.shape[0], test_x.shape[0])
-    if a.batch > n_fit:
-        sys.exit("error: --batch %d exceeds the %d training images" % (a.batch, n_fit))
+    train_x, train_y, test_x, test_y, n_fit, n_val, n_test = load_data(a)
 
     # Resident as uint8, one image per row.
     xs = tf.constant(train_x[:n_fit])

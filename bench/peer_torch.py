@@ -35,7 +35,7 @@ import time
 
 import numpy as np
 
-from peer_common import add_common_args, load_split
+from peer_common import add_common_args, load_data
 
 try:
     import torch
@@ -120,16 +120,7 @@ def run(rank, a):
     torch.manual_seed(a.seed)
     dev = torch.device(a.device)
 
-    train_x, train_y = load_split(a.data, "train")
-    test_x, test_y = load_split(a.data, "t10k")
-    n_used = a.train_size or train_x.shape[0]
-    if n_used > train_x.shape[0]:
-        sys.exit("error: --train-size %d exceeds the %d training images" % (n_used, train_x.shape[0]))
-    n_val = int(n_used * a.val_fraction)
-    n_fit = n_used - n_val
-    n_test = min(a.test_size or test_x.shape[0], test_x.shape[0])
-    if a.batch > n_fit:
-        sys.exit("error: --batch %d exceeds the %d training images" % (a.batch, n_fit))
+    train_x, train_y, test_x, test_y, n_fit, n_val, n_test = load_data(a)
 
     # Resident on the device, as uint8 (one image per row here: PyTorch is row-major).
     xs = torch.from_numpy(train_x[:n_fit].copy()).to(dev)
