@@ -51,9 +51,21 @@ inline T sigmoid(T z) {
   return (z >= T(0) ? T(1) : e) / (T(1) + e);
 }
 
+// Images picked by idx sit anywhere in the shard (tens of MB, mostly outside the caches), and
+// the hardware prefetcher cannot guess the next one: without help the loop waits on memory for
+// every image (measured at H = 512, B = 800 on Zen 5: 0.22 ms a step, 5% of the epoch). So
+// each image's cache lines are requested kGatherAhead images before they are converted
+// (0.055 ms; 1 ahead 0.11, 2 ahead 0.076, 8 ahead no better). Same values, same order.
+constexpr int kGatherAhead = 4;
+
 template <class T>
 inline void gather_impl(const std::uint8_t* images, const std::uint32_t* idx, int b, int D, T* X) {
   for (int j = 0; j < b; ++j) {
+    if (idx && j + kGatherAhead < b) {
+      const char* next = reinterpret_cast<const char*>(images + std::size_t(idx[j + kGatherAhead]) * std::size_t(D));
+      for (int o = 0; o < D; o += 64) __builtin_prefetch(next + o);
+      __builtin_prefetch(next + D - 1);
+    }
     const std::uint8_t* src = images + (idx ? std::size_t(idx[j]) : std::size_t(j)) * std::size_t(D);
     T* dst = X + std::size_t(j) * D;
     for (int i = 0; i < D; ++i) dst[i] = static_cast<T>(src[i]) / T(255);
