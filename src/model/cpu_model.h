@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "model/cpu_gemm.h"
+#include "model/huge_pages.h"
 #include "model/cpu_threads.h"
 #include "model/model.h"
 #include "model/param_layout.h"
@@ -22,7 +23,8 @@ namespace nn::train {
 struct CpuImages {
   CpuImages() = default;
   CpuImages(const std::uint8_t* images, const std::uint8_t* labels, std::size_t n, int D);
-  std::vector<std::uint8_t> images, labels;
+  std::vector<std::uint8_t, HugePageAllocator<std::uint8_t>> images;  // read at random: huge_pages.h
+  std::vector<std::uint8_t> labels;
   std::size_t n = 0;
   int D = 0;
 };
