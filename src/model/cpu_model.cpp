@@ -76,6 +76,7 @@ CpuModel<T>::CpuModel(int D, int H, int C, int max_cols, CpuGemm gemm_lib)
       A1_(std::size_t(H) * max_cols_),
       Z2_(std::size_t(C) * max_cols_),
       dA1_(std::size_t(H) * max_cols_),
+      dW2t_(gemm_lib == CpuGemm::OneDNN ? std::size_t(C) * H : 0),
       ylab_(max_cols_),
       gemm_lib_(gemm_lib) {
   if (D < 1 || H < 0 || C < 1) throw std::invalid_argument("CpuModel: D, C must be positive, H >= 0");
@@ -156,13 +157,27 @@ void CpuModel<T>::softmax_loss(int b, T inv_B, bool add_b2, bool stats) {
                     stats ? &loss_ : nullptr, stats ? &correct_ : nullptr);
 }
 
-// [W2 | b2] of the gradient: dW2 = dZ2 A1^T (+ reg W2, through the GEMM's beta), db2.
+// [W2 | b2] of the gradient: dW2 = dZ2 A1^T (+ reg W2), db2.
 template <class T>
 void CpuModel<T>::layer2_grads(int b, bool with_reg, T reg) {
   const int H = lay_.H, C = lay_.C;
   T* G = grads_.data();
   const T* dZ2 = Z2_.data();
-  if (H > 0) {
+  if (H > 0 && gemm_lib_ == CpuGemm::OneDNN) {
+    // oneDNN computes the C-row product 1.6-1.9x faster as its transpose, dW2^T = A1 dZ2^T
+    // (H x C), than as dZ2 A1^T (C x H): 0.049 vs 0.078 ms at H = 512, B = 800 and 0.57 vs
+    // 0.96 ms at H = 1024, B = 3000, one thread (Zen 5). The transpose back adds reg W2.
+    NN_RANGE("backward GEMM 1");
+    gemm(gemm_lib_, false, true, H, C, b, T(1), A1_.data(), H, dZ2, C, T(0), dW2t_.data(), H);
+    T* dW2 = G + lay_.W2();
+    const T* W2 = params_.data() + lay_.W2();
+    for (int h = 0; h < H; ++h)
+      for (int c = 0; c < C; ++c) {
+        const std::size_t at = std::size_t(h) * C + c;
+        const T g = dW2t_[std::size_t(c) * H + h];
+        dW2[at] = with_reg ? g + reg * W2[at] : g;
+      }
+  } else if (H > 0) {
     NN_RANGE("backward GEMM 1");
     if (with_reg) std::memcpy(G + lay_.W2(), params_.data() + lay_.W2(), sizeof(T) * std::size_t(C) * H);
     gemm(gemm_lib_, false, true, C, H, b, T(1), dZ2, C, A1_.data(), H, with_reg ? reg : T(0), G + lay_.W2(), C);
@@ -375,7 +390,10 @@ typename CpuModel<T>::GemmTiming CpuModel<T>::time_step_gemms(int b, int reps) c
   const auto step = [&] {
     gemm(gemm_lib_, false, false, H, b, D, T(1), P.data() + lay_.W1(), H, X.data(), D, T(0), A1.data(), H);
     gemm(gemm_lib_, false, false, C, b, H, T(1), P.data() + lay_.W2(), C, A1.data(), H, T(0), Z2.data(), C);
-    gemm(gemm_lib_, false, true, C, H, b, T(1), Z2.data(), C, A1.data(), H, T(0), G.data() + lay_.W2(), C);
+    if (gemm_lib_ == CpuGemm::OneDNN)  // as layer2_grads calls it
+      gemm(gemm_lib_, false, true, H, C, b, T(1), A1.data(), H, Z2.data(), C, T(0), G.data() + lay_.W2(), H);
+    else
+      gemm(gemm_lib_, false, true, C, H, b, T(1), Z2.data(), C, A1.data(), H, T(0), G.data() + lay_.W2(), C);
     gemm(gemm_lib_, true, false, H, b, C, T(1), P.data() + lay_.W2(), C, Z2.data(), C, T(0), dA1.data(), H);
     gemm(gemm_lib_, false, true, H, D, b, T(1), dA1.data(), H, X.data(), D, T(0), G.data() + lay_.W1(), H);
   };
