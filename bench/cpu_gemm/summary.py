@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Summary of the CPU GEMM lab (bench/cpu_gemm/lab.sh): for each H:B, rank count p and
 thread count, every library's step time (the sum of the trainer's five GEMMs, each the
-fastest of the rounds), its ratio to OpenBLAS (> 1: faster than OpenBLAS), its GFLOP/s and
+fastest of the rounds; for dnnl, dW2's transpose dW2t in place of dW2, as the trainer calls it), its ratio to OpenBLAS (> 1: faster than OpenBLAS), its GFLOP/s and
 share of the measured FMA peak at that thread count; then the fastest library of each GEMM.
 
     summary.py LAB_CSV FMA_CSV [--mkl-version V]
@@ -46,7 +46,9 @@ def main(argv):
     for (t, H, B, p) in cases:
         step = {}
         for l in libs:
-            rows = [best.get((l, t, H, B, p, g)) for g in GEMMS]
+            # The trainer's step with oneDNN has dW2's transpose in place of dW2 (cpu_model.cpp).
+            names = [("dW2t" if l == "dnnl" and g == "dW2" and (l, t, H, B, p, "dW2t") in best else g) for g in GEMMS]
+            rows = [best.get((l, t, H, B, p, g)) for g in names]
             if all(rows):
                 step[l] = (sum(r[0] for r in rows), sum(r[1] for r in rows))
         if "openblas" not in step:

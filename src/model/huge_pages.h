@@ -1,11 +1,12 @@
-// HugePageAllocator: a std::allocator for the host buffers that a step reads at random, in
+// HugePageAllocator: a std::allocator for the host images (CpuImages), in
 // 2 MiB pages where the kernel allows them (Linux transparent huge pages in `madvise` or
 // `always` mode). The training shard is tens of MB of images read one image at a time in a
 // shuffled order, so with 4 KiB pages nearly every image also misses the TLB, and a page walk
 // that misses the caches costs as much as the image itself: the gather at H = 512, B = 800
 // took 0.22 ms a step with 4 KiB pages and 0.12 ms with 2 MiB pages (Zen 5, measured in a
-// harness beside the GEMMs). Blocks under 1 MiB, other systems, or a kernel that says no: the
-// same memory in ordinary pages. Values and layout are those of std::allocator.
+// harness beside the GEMMs). The validation and test images, read in order, get the same
+// pages (harmless). Blocks under 1 MiB, other systems, or a kernel that says no: the same
+// memory in ordinary pages. Values and layout are those of std::allocator.
 #pragma once
 
 #include <cstddef>
@@ -22,13 +23,14 @@ inline constexpr std::size_t kHugePage = std::size_t(2) << 20;
 
 template <class T>
 struct HugePageAllocator {
+  static_assert(alignof(T) <= alignof(std::max_align_t), "malloc's alignment must suffice below 1 MiB");
   using value_type = T;
   HugePageAllocator() = default;
   template <class U>
   HugePageAllocator(const HugePageAllocator<U>&) noexcept {}
 
   T* allocate(std::size_t n) {
-    if (n > std::size_t(-1) / sizeof(T)) throw std::bad_array_new_length();
+    if (n > (std::size_t(-1) - kHugePage) / sizeof(T)) throw std::bad_array_new_length();  // rounding below
     const std::size_t bytes = n * sizeof(T);
     if (bytes < kHugePage / 2) {
       if (void* p = std::malloc(bytes ? bytes : 1)) return static_cast<T*>(p);

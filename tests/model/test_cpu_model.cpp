@@ -194,15 +194,17 @@ TEST(CpuModel, GradientMatchesFiniteDifferencesInDouble) {
   }
 }
 
-TYPED_TEST(CpuModelTest, ModelParallelSlicesSumToTheWholeNetworksGradient) {
-  using T = TypeParam;
+// Model parallelism: each of p ranks holds a slice of H; the slices' gradients, assembled,
+// equal the whole network's (within roundoff), and rank 0's loss and hits the whole's.
+template <class T>
+void expect_model_parallel_slices_sum_to_the_whole(CpuGemm lib) {
   for (const int H : {13, 2}) {  // H = 2 over 3 ranks: the last rank owns no hidden unit
     const int p = 3, b = 9;
     const CpuImages im = random_images(20, 5);
     const auto order = shuffled(20, 5);
     const std::vector<T> full = pack(ref::make_params<T>(D, H, C, 7));
     const T reg = T(0.01), inv_B = T(1) / T(b);
-    CpuModel<T> whole(D, H, C, b);
+    CpuModel<T> whole(D, H, C, b, lib);
     whole.set_params(full);
     whole.set_train_data(CpuImages(im));
     whole.set_order(order);
@@ -214,7 +216,7 @@ TYPED_TEST(CpuModelTest, ModelParallelSlicesSumToTheWholeNetworksGradient) {
     for (int r = 0; r < p; ++r) {
       const HiddenSlice s = hidden_slice(H, p, r);
       const std::vector<double> mine = slice_params(full_d, D, H, C, s);
-      parts.emplace_back(D, s.H, C, b);
+      parts.emplace_back(D, s.H, C, b, lib);
       parts.back().set_params(std::vector<T>(mine.begin(), mine.end()));
       parts.back().set_train_data(CpuImages(im));
       parts.back().set_order(order);
@@ -240,6 +242,10 @@ TYPED_TEST(CpuModelTest, ModelParallelSlicesSumToTheWholeNetworksGradient) {
     EXPECT_NEAR(l1, l0, 1e-5 * l0);
     EXPECT_EQ(h1, h0);
   }
+}
+
+TYPED_TEST(CpuModelTest, ModelParallelSlicesSumToTheWholeNetworksGradient) {
+  expect_model_parallel_slices_sum_to_the_whole<TypeParam>(CpuGemm::OpenBLAS);
 }
 
 TYPED_TEST(CpuModelTest, EvaluateCountsTheReferencesCorrectPredictions) {
@@ -395,6 +401,13 @@ TEST(CpuModel, SigmoidBackwardByRowBandsChangesNoBit) {
 // With oneDNN on 2 threads the model splits gather, bias + sigmoid, sigmoid' + db1 and the SGD
 // passes over them (CpuModel::split; shapes large enough to split): the gradient is still the
 // reference's, and the fused W1 step (with its split decay pass) the same as the unfused one.
+// The same on oneDNN, whose dW2 is computed as its transpose (layer2_grads): every slice,
+// the empty one (H = 2 over 3 ranks) included.
+TEST(CpuGemm, OneDnnModelParallelSlicesSumToTheWholeNetworksGradient) {
+  if (!cpu_gemm_available(CpuGemm::OneDNN)) GTEST_SKIP() << "a make DNNL=0 build: no oneDNN";
+  expect_model_parallel_slices_sum_to_the_whole<float>(CpuGemm::OneDNN);
+}
+
 TEST(CpuGemm, OneDnnModelSplitsItsPassesOverItsThreads) {
   if (!cpu_gemm_available(CpuGemm::OneDNN)) GTEST_SKIP() << "a make DNNL=0 build: no oneDNN";
   const int H = 256, b = 64;
