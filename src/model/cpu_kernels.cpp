@@ -155,6 +155,38 @@ void sigmoid_backward_rowsum(float* dA, const float* A, int H, int b, float* db)
 void sigmoid_backward_rowsum(double* dA, const double* A, int H, int b, double* db) {
   sigmoid_backward_rowsum(dA, A, H, H, b, db);
 }
+template <class T>
+void sigmoid_backward_blocks_impl(T* dA, const T* A, int H, int b, int k0, int k1, T* partial) {
+  for (int k = k0; k < k1; ++k) {
+    const int j0 = k * kColumnBlock, n = std::min(kColumnBlock, b - j0);
+    const std::size_t at = std::size_t(j0) * H;
+    sigmoid_backward_rowsum(dA + at, A + at, H, H, n, partial + std::size_t(k) * H);
+  }
+}
+void sigmoid_backward_blocks(float* dA, const float* A, int H, int b, int k0, int k1, float* partial) {
+  sigmoid_backward_blocks_impl(dA, A, H, b, k0, k1, partial);
+}
+void sigmoid_backward_blocks(double* dA, const double* A, int H, int b, int k0, int k1, double* partial) {
+  sigmoid_backward_blocks_impl(dA, A, H, b, k0, k1, partial);
+}
+template <class T>
+inline void sum_blocks_impl(const T* partial, int nblocks, int H, T* db) {
+  if (nblocks < 1) {
+    std::fill(db, db + H, T(0));
+    return;
+  }
+  std::copy(partial, partial + H, db);
+  for (int k = 1; k < nblocks; ++k) {
+    const T* p = partial + std::size_t(k) * H;
+    for (int h = 0; h < H; ++h) db[h] += p[h];
+  }
+}
+NN_CPU_CLONES void sum_blocks(const float* partial, int nblocks, int H, float* db) {
+  sum_blocks_impl(partial, nblocks, H, db);
+}
+NN_CPU_CLONES void sum_blocks(const double* partial, int nblocks, int H, double* db) {
+  sum_blocks_impl(partial, nblocks, H, db);
+}
 NN_CPU_CLONES void sgd(float* p, const float* g, std::size_t n, float lr) {
   for (std::size_t i = 0; i < n; ++i) p[i] -= lr * g[i];
 }

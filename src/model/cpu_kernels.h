@@ -30,6 +30,19 @@ void sigmoid_backward_rowsum(double* dA, const double* A, int H, int b, double* 
 void sigmoid_backward_rowsum(float* dA, const float* A, int rows, int ld, int b, float* db);
 void sigmoid_backward_rowsum(double* dA, const double* A, int rows, int ld, int b, double* db);
 
+// The form the model calls: dZ = dA o a o (1 - a) in place over blocks [k0, k1) of
+// kColumnBlock columns of the H x b matrices (block k: columns k kColumnBlock .. min(b, ...)),
+// each block's row sums (in column order) into partial[k H .. k H + H). sum_blocks then adds
+// the blocks' sums in block order: db[h] = ((partial_0 + partial_1) + partial_2) + ... So db
+// depends on the blocking, which is fixed, and not on how the blocks are shared out among
+// threads: each thread takes whole columns, which it reads and writes in order (a split by
+// rows took 1.7 ms at H = 1024, B = 3000 on 2 threads, against 0.5 ms by columns).
+constexpr int kColumnBlock = 64;
+void sigmoid_backward_blocks(float* dA, const float* A, int H, int b, int k0, int k1, float* partial);
+void sigmoid_backward_blocks(double* dA, const double* A, int H, int b, int k0, int k1, double* partial);
+void sum_blocks(const float* partial, int nblocks, int H, float* db);
+void sum_blocks(const double* partial, int nblocks, int H, double* db);
+
 // p -= lr * g over n entries.
 void sgd(float* p, const float* g, std::size_t n, float lr);
 void sgd(double* p, const double* g, std::size_t n, double lr);

@@ -77,6 +77,7 @@ CpuModel<T>::CpuModel(int D, int H, int C, int max_cols, CpuGemm gemm_lib)
       Z2_(std::size_t(C) * max_cols_),
       dA1_(std::size_t(H) * max_cols_),
       dW2t_(gemm_lib == CpuGemm::OneDNN ? std::size_t(C) * H : 0),
+      db1_blocks_(std::size_t(H) * ((max_cols_ + cpu::kColumnBlock - 1) / cpu::kColumnBlock)),
       ylab_(max_cols_),
       gemm_lib_(gemm_lib) {
   if (D < 1 || H < 0 || C < 1) throw std::invalid_argument("CpuModel: D, C must be positive, H >= 0");
@@ -200,9 +201,13 @@ void CpuModel<T>::layer1_grads(int b, bool with_reg, T reg) {
     NN_RANGE("backward GEMM 2");
     gemm(gemm_lib_, true, false, H, b, C, T(1), P + lay_.W2(), C, Z2_.data(), C, T(0), dA1_.data(), H);
   }
-  split(std::size_t(H), 64, [&](std::size_t lo, std::size_t hi) {  // by rows: db1's sums keep their order
-    cpu::sigmoid_backward_rowsum(dA1_.data() + lo, A1_.data() + lo, int(hi - lo), H, b, G + lay_.b1() + lo);
+  // By blocks of columns, so each thread streams its own columns; db1 = the blocks' sums added
+  // in block order, whatever the threads (cpu_kernels.h).
+  const int blocks = (b + cpu::kColumnBlock - 1) / cpu::kColumnBlock;
+  split(std::size_t(blocks), 1, [&](std::size_t lo, std::size_t hi) {
+    cpu::sigmoid_backward_blocks(dA1_.data(), A1_.data(), H, b, int(lo), int(hi), db1_blocks_.data());
   });
+  cpu::sum_blocks(db1_blocks_.data(), blocks, H, G + lay_.b1());
   NN_RANGE("backward GEMM 3");
   if (fused_) {  // the step itself, straight into W1 (fuse_w1_step)
     // The decay as its own pass W1 -= (lr reg) W1, not as the GEMM's beta = 1 - lr reg: that

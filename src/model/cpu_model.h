@@ -128,6 +128,7 @@ class CpuModel {
   std::vector<T> params_, grads_;
   std::vector<T> X_, A1_, Z2_, dA1_;  // D x cols, H x cols, C x cols, H x cols
   std::vector<T> dW2t_;               // H x C: dW2 transposed, as oneDNN computes it (layer2_grads)
+  std::vector<T> db1_blocks_;         // H x column blocks: db1 by blocks (layer1_grads)
   std::vector<std::uint32_t> order_;
   const std::uint32_t* batch_idx_ = nullptr;  // this step's indices (into order_)
   std::vector<std::uint8_t> ylab_;            // labels of the slice

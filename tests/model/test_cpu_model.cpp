@@ -398,16 +398,51 @@ TEST(CpuModel, SigmoidBackwardByRowBandsChangesNoBit) {
   EXPECT_EQ(db_banded, db_whole);
 }
 
-// With oneDNN on 2 threads the model splits gather, bias + sigmoid, sigmoid' + db1 and the SGD
-// passes over them (CpuModel::split; shapes large enough to split): the gradient is still the
-// reference's, and the fused W1 step (with its split decay pass) the same as the unfused one.
-// The same on oneDNN, whose dW2 is computed as its transpose (layer2_grads): every slice,
-// the empty one (H = 2 over 3 ranks) included.
+// sigmoid' by blocks of columns (the model's form): any sharing of the blocks gives the same
+// bits, db is the blocks' row sums added in block order, and it is the sum of dZ's rows.
+TEST(CpuModel, SigmoidBackwardBlocksGiveTheSameBitsInAnySplit) {
+  const int H = 200, b = 3 * cpu::kColumnBlock + 8, blocks = 4;  // the last block is short
+  std::mt19937 gen(6);
+  std::uniform_real_distribution<float> u(0.f, 1.f);
+  std::vector<float> A(std::size_t(H) * b), dA(A.size());
+  for (float& v : A) v = u(gen);
+  for (float& v : dA) v = u(gen) - 0.5f;
+  std::vector<float> whole = dA, shared = dA, pw(std::size_t(H) * blocks), ps(pw.size()), db(H), db_shared(H);
+  cpu::sigmoid_backward_blocks(whole.data(), A.data(), H, b, 0, blocks, pw.data());
+  for (const auto& [k0, k1] : {std::pair{2, 3}, std::pair{0, 2}, std::pair{3, 4}})  // any order, any sizes
+    cpu::sigmoid_backward_blocks(shared.data(), A.data(), H, b, k0, k1, ps.data());
+  EXPECT_EQ(shared, whole);
+  EXPECT_EQ(ps, pw);
+  cpu::sum_blocks(pw.data(), blocks, H, db.data());
+  cpu::sum_blocks(ps.data(), blocks, H, db_shared.data());
+  EXPECT_EQ(db_shared, db);
+  for (int h = 0; h < H; ++h) {
+    float want = pw[std::size_t(h)];
+    for (int k = 1; k < blocks; ++k) want += pw[std::size_t(k) * H + h];
+    ASSERT_EQ(db[std::size_t(h)], want) << "row " << h;  // block order, exactly
+    double sum = 0;
+    for (int j = 0; j < b; ++j) {
+      const double a = A[std::size_t(j) * H + h], d = dA[std::size_t(j) * H + h];
+      EXPECT_NEAR(whole[std::size_t(j) * H + h], d * a * (1 - a), 1e-7);
+      sum += d * a * (1 - a);
+    }
+    EXPECT_NEAR(db[std::size_t(h)], sum, 1e-5) << "row " << h;
+  }
+  std::vector<float> none(H, 1.f);
+  cpu::sum_blocks(pw.data(), 0, H, none.data());  // an empty slice: zeros
+  EXPECT_EQ(none, std::vector<float>(H, 0.f));
+}
+
+// Model parallelism on oneDNN, whose dW2 is computed as its transpose (layer2_grads): every
+// slice, the empty one (H = 2 over 3 ranks) included.
 TEST(CpuGemm, OneDnnModelParallelSlicesSumToTheWholeNetworksGradient) {
   if (!cpu_gemm_available(CpuGemm::OneDNN)) GTEST_SKIP() << "a make DNNL=0 build: no oneDNN";
   expect_model_parallel_slices_sum_to_the_whole<float>(CpuGemm::OneDNN);
 }
 
+// With oneDNN on 2 threads the model splits gather, bias + sigmoid, sigmoid' + db1 and the SGD
+// passes over them (CpuModel::split; shapes large enough to split): the gradient is still the
+// reference's, and the fused W1 step (with its split decay pass) the same as the unfused one.
 TEST(CpuGemm, OneDnnModelSplitsItsPassesOverItsThreads) {
   if (!cpu_gemm_available(CpuGemm::OneDNN)) GTEST_SKIP() << "a make DNNL=0 build: no oneDNN";
   const int H = 256, b = 64;
