@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <new>
 
@@ -30,23 +31,46 @@ struct HugePageAllocator {
   HugePageAllocator(const HugePageAllocator<U>&) noexcept {}
 
   T* allocate(std::size_t n) {
-    if (n > (std::size_t(-1) - kHugePage) / sizeof(T)) throw std::bad_array_new_length();  // rounding below
+    if (n > (std::size_t(-1) - 2 * kHugePage) / sizeof(T)) throw std::bad_array_new_length();  // rounding below
     const std::size_t bytes = n * sizeof(T);
     if (bytes < kHugePage / 2) {
       if (void* p = std::malloc(bytes ? bytes : 1)) return static_cast<T*>(p);
       throw std::bad_alloc();
     }
-    // Whole 2 MiB pages, 2 MiB aligned, advised before the first touch: the kernel then backs
-    // each first fault with a huge page instead of collapsing small ones later (if ever).
-    const std::size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
-    void* p = std::aligned_alloc(kHugePage, rounded);
-    if (!p) throw std::bad_alloc();
+    const std::size_t rounded = whole_pages(bytes);
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-    (void)madvise(p, rounded, MADV_HUGEPAGE);  // advice only: refused means ordinary pages
+    // A mapping of its own, never touched before, 2 MiB aligned (the slack around it given
+    // back) and advised before the first touch: the kernel then backs each first fault with a
+    // huge page. (malloc may hand back heap pages that an earlier buffer touched already, in
+    // 4 KiB pages, which the advice no longer changes: seen in the test binary.)
+    void* raw = mmap(nullptr, rounded + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) throw std::bad_alloc();
+    const auto start = reinterpret_cast<std::uintptr_t>(raw);
+    const std::uintptr_t aligned = (start + kHugePage - 1) / kHugePage * kHugePage;
+    if (aligned > start) munmap(raw, aligned - start);
+    const std::uintptr_t end = start + rounded + kHugePage, used_end = aligned + rounded;
+    if (end > used_end) munmap(reinterpret_cast<void*>(used_end), end - used_end);
+    (void)madvise(reinterpret_cast<void*>(aligned), rounded, MADV_HUGEPAGE);  // advice only
+    return reinterpret_cast<T*>(aligned);
+#else
+    if (void* p = std::aligned_alloc(kHugePage, rounded)) return static_cast<T*>(p);
+    throw std::bad_alloc();
 #endif
-    return static_cast<T*>(p);
   }
-  void deallocate(T* p, std::size_t) noexcept { std::free(p); }
+  void deallocate(T* p, std::size_t n) noexcept {
+    const std::size_t bytes = n * sizeof(T);
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    if (bytes >= kHugePage / 2) {
+      munmap(p, whole_pages(bytes));
+      return;
+    }
+#endif
+    (void)bytes;
+    std::free(p);
+  }
+
+ private:
+  static std::size_t whole_pages(std::size_t bytes) { return (bytes + kHugePage - 1) / kHugePage * kHugePage; }
 };
 
 template <class T, class U>
