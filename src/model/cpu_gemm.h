@@ -26,6 +26,15 @@ void cpu_sgemm(CpuGemm lib, bool ta, bool tb, int M, int N, int K, float alpha, 
                const float* B, int ldb, float beta, float* C, int ldc);
 void cpu_dgemm(bool ta, bool tb, int M, int N, int K, double alpha, const double* A, int lda, const double* B,
                int ldb, double beta, double* C, int ldc);
+// The same as one name for both precisions (CpuModel<T>).
+inline void cpu_gemm(CpuGemm lib, bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
+                     const float* B, int ldb, float beta, float* C, int ldc) {
+  cpu_sgemm(lib, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+inline void cpu_gemm(CpuGemm, bool ta, bool tb, int M, int N, int K, double alpha, const double* A, int lda,
+                     const double* B, int ldb, double beta, double* C, int ldc) {
+  cpu_dgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
 
 // Threads for both libraries' pools (openblas_set_num_threads, and omp_set_num_threads for
 // oneDNN's OpenMP runtime).

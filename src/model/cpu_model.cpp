@@ -1,7 +1,8 @@
 // CpuModel: one rank's forward/backward on the host with OpenBLAS or oneDNN (cpu_gemm.h) for the five
 // GEMMs of a step and one fused pass for each elementwise stage (bias + sigmoid; bias +
 // softmax + cross-entropy + hits + dZ2; sigmoid' + db1), into buffers sized once in the
-// constructor: a training step allocates nothing. Tested by tests/model/test_cpu_model.cpp.
+// constructor: a training step allocates nothing. Statistics, evaluation and the GEMM timing
+// are in cpu_model_eval.cpp. Tested by tests/model/test_cpu_model.cpp.
 #include "model/cpu_model.h"
 
 #include <sched.h>
@@ -26,19 +27,6 @@
 
 namespace nn::train {
 
-namespace {
-
-// Column-major C = alpha op(A) op(B) + beta C for float and double, with the model's library.
-void gemm(CpuGemm lib, bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
-          int ldb, float beta, float* C, int ldc) {
-  cpu_sgemm(lib, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-}
-void gemm(CpuGemm, bool ta, bool tb, int M, int N, int K, double alpha, const double* A, int lda, const double* B,
-          int ldb, double beta, double* C, int ldc) {
-  cpu_dgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-}
-
-}  // namespace
 
 // fn(lo, hi) over [0, n) in equal contiguous parts, one per OpenMP thread, when the GEMMs are
 // oneDNN's and run on more than one thread: those OpenMP threads are idle between the GEMMs
@@ -134,7 +122,7 @@ void CpuModel<T>::hidden_forward(int b) {
   const T* P = params_.data();
   {
     NN_RANGE("forward GEMM 1");
-    gemm(gemm_lib_, false, false, H, b, D, T(1), P + lay_.W1(), H, X_.data(), D, T(0), A1_.data(), H);
+    cpu_gemm(gemm_lib_, false, false, H, b, D, T(1), P + lay_.W1(), H, X_.data(), D, T(0), A1_.data(), H);
   }
   split(std::size_t(b), 16, [&](std::size_t lo, std::size_t hi) {
     cpu::bias_sigmoid(A1_.data() + lo * std::size_t(H), P + lay_.b1(), H, int(hi - lo));
@@ -145,7 +133,7 @@ template <class T>
 void CpuModel<T>::scores_forward(int b) {
   NN_RANGE("forward GEMM 2");
   const int H = lay_.H, C = lay_.C;
-  gemm(gemm_lib_, false, false, C, b, H, T(1), params_.data() + lay_.W2(), C, A1_.data(), H, T(0), Z2_.data(),
+  cpu_gemm(gemm_lib_, false, false, C, b, H, T(1), params_.data() + lay_.W2(), C, A1_.data(), H, T(0), Z2_.data(),
        C);
 }
 
@@ -169,7 +157,7 @@ void CpuModel<T>::layer2_grads(int b, bool with_reg, T reg) {
     // (H x C), than as dZ2 A1^T (C x H): 0.049 vs 0.078 ms at H = 512, B = 800 and 0.57 vs
     // 0.96 ms at H = 1024, B = 3000, one thread (Zen 5). The transpose back adds reg W2.
     NN_RANGE("backward GEMM 1");
-    gemm(gemm_lib_, false, true, H, C, b, T(1), A1_.data(), H, dZ2, C, T(0), dW2t_.data(), H);
+    cpu_gemm(gemm_lib_, false, true, H, C, b, T(1), A1_.data(), H, dZ2, C, T(0), dW2t_.data(), H);
     T* dW2 = G + lay_.W2();
     const T* W2 = params_.data() + lay_.W2();
     for (int h = 0; h < H; ++h)
@@ -181,7 +169,7 @@ void CpuModel<T>::layer2_grads(int b, bool with_reg, T reg) {
   } else if (H > 0) {
     NN_RANGE("backward GEMM 1");
     if (with_reg) std::memcpy(G + lay_.W2(), params_.data() + lay_.W2(), sizeof(T) * std::size_t(C) * H);
-    gemm(gemm_lib_, false, true, C, H, b, T(1), dZ2, C, A1_.data(), H, with_reg ? reg : T(0), G + lay_.W2(), C);
+    cpu_gemm(gemm_lib_, false, true, C, H, b, T(1), dZ2, C, A1_.data(), H, with_reg ? reg : T(0), G + lay_.W2(), C);
   }
   T* db2 = G + lay_.b2();
   std::fill(db2, db2 + C, T(0));
@@ -199,7 +187,7 @@ void CpuModel<T>::layer1_grads(int b, bool with_reg, T reg) {
   const T* P = params_.data();
   {
     NN_RANGE("backward GEMM 2");
-    gemm(gemm_lib_, true, false, H, b, C, T(1), P + lay_.W2(), C, Z2_.data(), C, T(0), dA1_.data(), H);
+    cpu_gemm(gemm_lib_, true, false, H, b, C, T(1), P + lay_.W2(), C, Z2_.data(), C, T(0), dA1_.data(), H);
   }
   // By blocks of columns, so each thread streams its own columns; db1 = the blocks' sums added
   // in block order, whatever the threads (cpu_kernels.h).
@@ -218,11 +206,11 @@ void CpuModel<T>::layer1_grads(int b, bool with_reg, T reg) {
       split(std::size_t(H) * D, 4096, [&](std::size_t lo, std::size_t hi) {
         cpu::sgd(W1 + lo, W1 + lo, hi - lo, fused_lr_ * reg);
       });
-    gemm(gemm_lib_, false, true, H, D, b, -fused_lr_, dA1_.data(), H, X_.data(), D, T(1), W1, H);
+    cpu_gemm(gemm_lib_, false, true, H, D, b, -fused_lr_, dA1_.data(), H, X_.data(), D, T(1), W1, H);
     return;
   }
   if (with_reg) std::memcpy(G + lay_.W1(), P + lay_.W1(), sizeof(T) * std::size_t(H) * D);
-  gemm(gemm_lib_, false, true, H, D, b, T(1), dA1_.data(), H, X_.data(), D, with_reg ? reg : T(0), G + lay_.W1(),
+  cpu_gemm(gemm_lib_, false, true, H, D, b, T(1), dA1_.data(), H, X_.data(), D, with_reg ? reg : T(0), G + lay_.W1(),
        H);
 }
 
@@ -334,86 +322,6 @@ void CpuModel<T>::sgd_step(T lr) {
   split(params_.size() - from, 4096, [&](std::size_t lo, std::size_t hi) {
     cpu::sgd(params_.data() + from + lo, grads_.data() + from + lo, hi - lo, lr);
   });
-}
-
-template <class T>
-void CpuModel<T>::reset_stats() {
-  loss_ = 0;
-  correct_ = 0;
-}
-
-template <class T>
-void CpuModel<T>::read_stats(double& loss_sum, std::uint64_t& correct) const {
-  loss_sum = loss_;
-  correct = correct_;
-}
-
-template <class T>
-double CpuModel<T>::weight_sq_norm() const {
-  double s = 0;
-  for (std::size_t i = 0; i < std::size_t(lay_.H) * lay_.D; ++i) s += double(params_[lay_.W1() + i]) * params_[lay_.W1() + i];
-  for (std::size_t i = 0; i < std::size_t(lay_.C) * lay_.H; ++i) s += double(params_[lay_.W2() + i]) * params_[lay_.W2() + i];
-  return s;
-}
-
-template <class T>
-std::uint64_t CpuModel<T>::evaluate(const CpuImages& data) {
-  NN_RANGE("evaluate");
-  if (data.n > 0 && data.D != lay_.D) throw std::invalid_argument("evaluate: image size != D");
-  const int C = lay_.C;
-  const T* b2 = params_.data() + lay_.b2();
-  std::uint64_t hits = 0;
-  for (std::size_t start = 0; start < data.n; start += std::size_t(max_cols_)) {
-    const int m = int(std::min<std::size_t>(std::size_t(max_cols_), data.n - start));
-    gather(data.images.data() + start * std::size_t(lay_.D), nullptr, m);
-    if (lay_.H > 0) {
-      hidden_forward(m);
-      scores_forward(m);
-    } else {
-      std::fill(Z2_.begin(), Z2_.begin() + std::size_t(C) * m, T(0));
-    }
-    for (int j = 0; j < m; ++j) {
-      const T* z = Z2_.data() + std::size_t(j) * C;
-      int best = 0;
-      for (int k = 1; k < C; ++k)
-        if (z[k] + b2[k] > z[best] + b2[best]) best = k;
-      hits += best == data.labels[start + std::size_t(j)];
-    }
-  }
-  return hits;
-}
-
-template <class T>
-typename CpuModel<T>::GemmTiming CpuModel<T>::time_step_gemms(int b, int reps) const {
-  const int D = lay_.D, H = lay_.H, C = lay_.C;
-  GemmTiming t;
-  if (b < 1 || H < 1 || reps < 1) return t;
-  // Scratch copies of the step's operands (values in the ranges training sees), so the model's
-  // own buffers are left alone; allocated here, once, outside any training step.
-  std::vector<T> X(std::size_t(D) * b, T(0.5)), A1(std::size_t(H) * b, T(0.5)), Z2(std::size_t(C) * b, T(0.01)),
-      dA1(std::size_t(H) * b), G(lay_.total()), P(params_);
-  const auto step = [&] {
-    gemm(gemm_lib_, false, false, H, b, D, T(1), P.data() + lay_.W1(), H, X.data(), D, T(0), A1.data(), H);
-    gemm(gemm_lib_, false, false, C, b, H, T(1), P.data() + lay_.W2(), C, A1.data(), H, T(0), Z2.data(), C);
-    if (gemm_lib_ == CpuGemm::OneDNN)  // as layer2_grads calls it
-      gemm(gemm_lib_, false, true, H, C, b, T(1), A1.data(), H, Z2.data(), C, T(0), G.data() + lay_.W2(), H);
-    else
-      gemm(gemm_lib_, false, true, C, H, b, T(1), Z2.data(), C, A1.data(), H, T(0), G.data() + lay_.W2(), C);
-    gemm(gemm_lib_, true, false, H, b, C, T(1), P.data() + lay_.W2(), C, Z2.data(), C, T(0), dA1.data(), H);
-    gemm(gemm_lib_, false, true, H, D, b, T(1), dA1.data(), H, X.data(), D, T(0), G.data() + lay_.W1(), H);
-  };
-  using Clock = std::chrono::steady_clock;
-  step();  // warm-up: OpenBLAS's buffers and threads
-  std::vector<double> s;
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = Clock::now();
-    step();
-    s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-  }
-  // The fastest run: what the BLAS can do on these shapes (a slower one met interference).
-  t.seconds = *std::min_element(s.begin(), s.end());
-  t.flops = 2.0 * b * (double(H) * D + 3.0 * double(C) * H + double(H) * D);
-  return t;
 }
 
 template class CpuModel<float>;
