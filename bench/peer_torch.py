@@ -20,7 +20,8 @@ as nn_train does); DDP averages the slices' gradients (allreduce over gloo). Ran
 
 --compile (PyTorch 2): the model goes through torch.compile (Inductor fuses the elementwise work
 around the GEMMs, forward and backward); the optimizer step stays eager. Compilation happens in
-epoch 1, which the callers leave out of the median.
+epoch 1, which the callers leave out of the median. --compile-mode MODE passes torch.compile's
+mode (reduce-overhead: CUDA Graphs on a GPU).
 
 Prints one line per epoch, then the lines bench/peer_compare.sh reads:
     cpu/wall: X.XX             (this process's CPU time / wall time over epochs 2..E: cores kept busy)
@@ -56,7 +57,11 @@ def parse():
                     help="processes: DistributedDataParallel over gloo when > 1 (CPU only)")
     ap.add_argument("--compile", action="store_true",
                     help="torch.compile the model (PyTorch 2; forward and backward, fused by Inductor)")
+    ap.add_argument("--compile-mode", default="default",
+                    choices=["default", "reduce-overhead", "max-autotune-no-cudagraphs"],
+                    help="torch.compile's mode (implies --compile); reduce-overhead replays CUDA Graphs on a GPU")
     a = ap.parse_args()
+    a.compile = a.compile or a.compile_mode != "default"
     if a.hidden < 1 or a.batch < 1 or a.epochs < 1 or not 0 <= a.val_fraction < 1 or a.procs < 1:
         ap.error("bad --hidden/--batch/--epochs/--val-fraction/--procs")
     if a.procs > 1 and a.device == "cuda":
@@ -140,7 +145,7 @@ def run(rank, a):
                            {"params": [net.b1, net.b2], "weight_decay": 0.0}], lr=a.lr)
     model = torch.nn.parallel.DistributedDataParallel(net) if ddp else net
     if a.compile:  # compiled on the first batch (epoch 1, the warm-up) and again for a short last one
-        model = torch.compile(model, dynamic=False)
+        model = torch.compile(model, dynamic=False, mode=a.compile_mode)
     logits = net  # evaluation: no gradient exchange
 
     def sync():
@@ -155,7 +160,7 @@ def run(rank, a):
         desc += ", BLAS %s" % blas_name()
     if ddp:
         desc += ", DistributedDataParallel over gloo, %d processes" % a.procs
-    desc += ", torch.compile" if a.compile else ", eager"
+    desc += (", torch.compile (%s)" % a.compile_mode) if a.compile else ", eager"
     out = rank == 0  # DDP: rank 0 prints
     if not out:
         sys.stdout = open(os.devnull, "w")

@@ -134,6 +134,12 @@ else
   rows+=("sanitize               skipped     -  compute-sanitizer not found")
 fi
 
+# 7. PyTorch 2 compiled (Inductor), then with CUDA Graphs (mode reduce-overhead), the fairest
+#    peers to ours and to ours with --graph. Compilation falls in epoch 1, left out of the median.
+step torch_compile 120 "$PY" bench/peer_torch.py "${TRAIN[@]}" --epochs 4 --device cuda --compile
+step torch_graphs 120 "$PY" bench/peer_torch.py "${TRAIN[@]}" --epochs 4 --device cuda --compile-mode reduce-overhead
+step torch_graphs_big 120 "$PY" bench/peer_torch.py "${BIG[@]}" --device cuda --compile-mode reduce-overhead
+
 {
   echo "== gpu_session: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1), $(date -u +%F), $((SECONDS - T0)) s"
   printf '%-22s %-8s %5s  %s\n' step status s found
