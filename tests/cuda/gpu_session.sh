@@ -109,6 +109,13 @@ step train_graph 60 "${ONE[@]}" "$BIN/nn_train" "${TRAIN[@]}" --epochs 4 --graph
 BIG=(--data data/current --hidden 1024 --batch 1000 --lr 0.5 --reg 1e-4 --epochs 4)
 step train_big 60 "${ONE[@]}" "$BIN/nn_train" "${BIG[@]}" --metrics "$LOGS/ours_gpu_big.csv"
 step torch_big 90 "$PY" bench/peer_torch.py "${BIG[@]}" --device cuda
+step train_big_cublas 60 "${ONE[@]}" "$BIN/nn_train" "${BIG[@]}" --gemm 0 --metrics "$LOGS/ours_gpu_big_cublas.csv"
+#    The CPU peer comparison's shapes (make peer), 512:800 and 1024:3000.
+for hb in 512:800 1024:3000; do
+  SHAPE=(--data data/current --hidden "${hb%:*}" --batch "${hb#*:}" --lr 0.5 --reg 1e-4 --epochs 4)
+  step "train_${hb/:/_}" 60 "${ONE[@]}" "$BIN/nn_train" "${SHAPE[@]}" --metrics "$LOGS/ours_gpu_${hb/:/_}.csv"
+  step "torch_${hb/:/_}" 90 "$PY" bench/peer_torch.py "${SHAPE[@]}" --device cuda
+done
 # 4. The GEMM lab: every variant validated against cuBLAS, then timed (and variant 4's tile configs).
 step gemm_bench 100 "${KITENV[@]}" "$BIN/gemm_bench" --configs --repeats 30 --csv "$LOGS/gemm_gpu.csv"
 # 5. Two ranks on one GPU: the suite, then the three strategies with --verify.
