@@ -35,7 +35,7 @@ namespace nn::train {
 // computes its own entries exactly as the whole would, so no bit depends on the split.
 template <class T>
 template <class F>
-void CpuModel<T>::split(std::size_t n, std::size_t grain, F&& fn) const {
+void CpuModel<T>::split(std::size_t n, [[maybe_unused]] std::size_t grain, F&& fn) const {
 #ifdef _OPENMP
   const int team = gemm_lib_ == CpuGemm::OneDNN ? omp_get_max_threads() : 1;
   const int parts = int(std::min<std::size_t>(std::size_t(std::max(team, 1)), n / std::max<std::size_t>(grain, 1)));

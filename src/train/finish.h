@@ -18,17 +18,26 @@
 
 namespace nn::train {
 
-// Rank 0's CPU time / wall time over this run's epochs (its first, the warm-up, left out when
-// it ran more; restored epochs have no times): the cores its threads kept busy; 0 = none.
+// The epochs this process timed, as indices [first, end) of R.res.epochs: restored epochs
+// (--resume) have no times, and this run's first, the warm-up, is left out when it ran more.
+struct EpochRange {
+  std::size_t first = 0, end = 0;
+};
+template <class T, class Model>
+EpochRange timed_epochs(const Run<T, Model>& R) {
+  const std::size_t n = R.res.epochs.size();
+  const std::size_t own = std::min(R.restored_epochs, n);  // this run's epochs are [own, n)
+  return {own + (n - own > 1 ? 1 : 0), n};
+}
+
+// Rank 0's CPU time / wall time over timed_epochs: the cores its threads kept busy; 0 = none.
 struct CoresBusy {
   double cores = 0;
   std::size_t first = 0, last = 0;  // 1-based epochs
 };
 template <class T, class Model>
 CoresBusy cores_busy(const Run<T, Model>& R) {
-  const std::size_t n = R.res.epochs.size();
-  const std::size_t own = std::min(R.restored_epochs, n);  // this run's epochs are [own, n)
-  const std::size_t from = own + (n - own > 1 ? 1 : 0);
+  const auto [from, n] = timed_epochs(R);
   double wall = 0, cpu = 0;
   for (std::size_t i = from; i < n; ++i) {
     wall += R.res.epochs[i].seconds;
@@ -41,7 +50,7 @@ CoresBusy cores_busy(const Run<T, Model>& R) {
 // --device cpu: the BLAS-bound limit. Every rank times its step's five GEMMs at its own
 // shapes at the same moment (so they share the cores and memory as in training); the slowest
 // rank's fastest repetition is the step's floor, and every rank's FLOPs over it the job's GEMM rate.
-// Printed next to the median epoch (epoch 1, the warm-up, left out when there are more).
+// Printed next to the median of timed_epochs (none after a resume that trained no epoch).
 template <class T, class Model>
 void measure_blas_bound(Run<T, Model>& R) {
   if constexpr (kOnHost<Model>) {
@@ -59,10 +68,10 @@ void measure_blas_bound(Run<T, Model>& R) {
     }
     R.gemm_step_s = comm::broadcast_value(slowest);
     R.gemm_flops_per_s = comm::broadcast_value(slowest > 0 ? flops / slowest : 0.0);
-    if (!R.out || R.res.epochs.empty()) return;
+    const auto [first, end] = timed_epochs(R);
+    if (!R.out || first >= end) return;
     std::vector<double> secs;
-    for (std::size_t i = R.res.epochs.size() > 1 ? 1 : 0; i < R.res.epochs.size(); ++i)
-      secs.push_back(R.res.epochs[i].seconds);
+    for (std::size_t i = first; i < end; ++i) secs.push_back(R.res.epochs[i].seconds);
     std::sort(secs.begin(), secs.end());
     const double median = secs.size() % 2 ? secs[secs.size() / 2]
                                           : (secs[secs.size() / 2 - 1] + secs[secs.size() / 2]) / 2;

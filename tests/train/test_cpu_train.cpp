@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -220,6 +222,45 @@ TEST(CpuTrain, ReportTimesTheHostAndUsesTheGemmRateAsCeiling) {
     if (comm::size() == 1) EXPECT_DOUBLE_EQ(r["roofline_prediction_flops_per_s"].get<double>(), rate);
     else EXPECT_LT(r["roofline_prediction_flops_per_s"].get<double>(), rate);
     }
+    ok = !::testing::Test::HasFailure();
+  }
+  EXPECT_TRUE(comm::all_ok(ok));
+}
+
+// After --resume the restored epochs have no times: the `blas bound:` line's median is over the
+// epochs this run trained (here the 4th alone), not zeros. Saved 3 epochs, resumed to 4.
+TEST(CpuTrain, BlasBoundMedianLeavesOutRestoredEpochs) {
+  nn::test::TempDir tmp("nn_cpu_bound");
+  const std::string dir = comm::broadcast(comm::rank() == 0 ? tmp.str() : std::string());
+  ASSERT_FALSE(dir.empty());
+  Config c = cpu_config(16, 20, 3);
+  c.verify = false;
+  c.save = dir + "/s.ckpt";
+  const HostData data = make_data(3000, 20);  // epochs of milliseconds: the line prints 4 decimals
+  train_on<float>(c, data, nullptr);
+  c.epochs = 4;
+  c.resume = true;
+  std::FILE* out = comm::rank() == 0 ? std::tmpfile() : nullptr;
+  const auto res = train_on<float>(c, data, out);
+  bool ok = true;
+  if (comm::rank() == 0) {
+    EXPECT_NE(out, nullptr);
+    std::string text;
+    if (out) {
+      std::rewind(out);
+      for (int ch; (ch = std::fgetc(out)) != EOF;) text += char(ch);
+      std::fclose(out);
+    }
+    EXPECT_TRUE(res.resumed);
+    const std::size_t at = text.find("median epoch ");
+    EXPECT_NE(at, std::string::npos) << text;
+    if (at != std::string::npos) {
+      const double median = std::atof(text.c_str() + at + 13);
+      EXPECT_GT(median, 0.0) << text;
+      EXPECT_EQ(res.epochs.size(), 4u);
+      if (res.epochs.size() == 4) EXPECT_NEAR(median, res.epochs[3].seconds, 6e-5) << text;  // 4 decimals
+    }
+    EXPECT_NE(text.find("over epochs 4..4"), std::string::npos) << text;
     ok = !::testing::Test::HasFailure();
   }
   EXPECT_TRUE(comm::all_ok(ok));
