@@ -33,7 +33,10 @@ struct Shape {
 struct Options {
   bool quick = false, configs = false, big = true, dbl = false;
   int repeats = 0;  // 0: 20 on a GPU, 1 in the emulator
+  int hidden = 0, batch = 0;  // 0: 512 and 3000 (--quick: 128 and 384)
   std::vector<int> variants;
+  std::vector<int> splits;     // --splits: with --configs, each configuration at each of these k-slice counts
+  std::string only;            // --only: shapes whose name starts with one of these comma-separated prefixes
   std::string csv;
 };
 
@@ -41,6 +44,7 @@ struct Options {
 struct Kernel {
   int variant, cfg;  // cfg < 0: nn::gemm(variant, ...)
   std::string name;
+  int splits = 0;    // with cfg >= 0: k-slices (0: the plan's heuristic)
 };
 
 #ifdef SIM_EMULATOR
@@ -56,10 +60,15 @@ bool cublas_is_baseline() { return !kEmulator && nn::gemm_variant_available(0); 
   if (!err.empty()) std::fprintf(stderr, "error: %s\n", err.c_str());
   std::fprintf(stderr,
                "usage: %s [--quick] [--variants N,N,...] [--repeats N] [--csv FILE] [--configs]\n"
-               "          [--no-big] [--double] [--list]\n"
+               "          [--splits N,N,...] [--only PREFIX,...] [--hidden H] [--batch B] [--no-big]\n"
+               "          [--double] [--list]\n"
                "  --variants  the variants to run (default: every available one, 0..%d)\n"
                "  --quick     smaller B and H (for the emulator: the whole run takes < 2 minutes)\n"
                "  --configs   also time each tile configuration of variant 4 (warptile:BMxBN)\n"
+               "  --splits    with --configs: each configuration at each of these split-K slice counts\n"
+               "              (warptile:BMxBN/sS; the kernel may use fewer: no slice is left empty)\n"
+               "  --only      only the shapes whose name starts with one of these prefixes (e.g. dW1,dW2)\n"
+               "  --hidden, --batch  the network's H and the global batch B (default 512 and 3000)\n"
                "  --no-big    skip the 4096^3 shape (only run on a GPU anyway)\n"
                "  --double    benchmark double instead of float\n"
                "  --list      print the variants it runs by default, one 'NUMBER NAME' a line, and exit\n",
@@ -80,6 +89,21 @@ Options parse(int argc, char** argv) {
     else if (a == "--no-big") o.big = false;
     else if (a == "--double") o.dbl = true;
     else if (a == "--csv") o.csv = value();
+    else if (a == "--only") o.only = value();
+    else if (a == "--hidden" || a == "--batch") {
+      const int v = std::atoi(value().c_str());
+      if (v < 4 || v > 65536) usage(argv[0], a + " must be 4..65536");
+      (a == "--hidden" ? o.hidden : o.batch) = v;
+    }
+    else if (a == "--splits") {
+      std::stringstream ss(value());
+      std::string tok;
+      while (std::getline(ss, tok, ',')) {
+        const int v = std::atoi(tok.c_str());
+        if (tok.empty() || v < 1 || v > 64) usage(argv[0], "bad --splits value '" + tok + "' (1..64)");
+        o.splits.push_back(v);
+      }
+    }
     else if (a == "--repeats") {
       o.repeats = std::atoi(value().c_str());
       if (o.repeats < 1) usage(argv[0], "--repeats must be >= 1");
@@ -101,12 +125,13 @@ Options parse(int argc, char** argv) {
   if (o.variants.empty())
     for (int v = 0; v < nn::kGemmVariants; ++v) o.variants.push_back(v);
   if (o.repeats == 0) o.repeats = kEmulator ? 1 : 20;
+  if (!o.splits.empty() && !o.configs) usage(argv[0], "--splits needs --configs");
   return o;
 }
 
 // The trainer's GEMMs at batch B split over p ranks, hidden size H (784-H-10 network).
 std::vector<Shape> shapes(const Options& o) {
-  const int B = o.quick ? 384 : 3000, H = o.quick ? 128 : 512;
+  const int B = o.batch ? o.batch : o.quick ? 384 : 3000, H = o.hidden ? o.hidden : o.quick ? 128 : 512;
   std::vector<Shape> s;
   for (int p : {1, 2, 4}) {
     const int b = B / p;
@@ -118,7 +143,17 @@ std::vector<Shape> shapes(const Options& o) {
     s.push_back({"dW2/" + tag, 10, H, b, Op::N, Op::T, Epilogue::None});
   }
   if (!kEmulator && o.big) s.push_back({"square4096", 4096, 4096, 4096, Op::N, Op::N, Epilogue::None});
-  return s;
+  if (o.only.empty()) return s;
+  std::vector<Shape> kept;
+  for (const Shape& x : s) {
+    std::stringstream ss(o.only);
+    std::string prefix;
+    bool keep = false;
+    while (std::getline(ss, prefix, ',')) keep = keep || (!prefix.empty() && x.name.rfind(prefix, 0) == 0);
+    if (keep) kept.push_back(x);
+  }
+  if (kept.empty()) throw std::invalid_argument("--only " + o.only + " matches no shape");
+  return kept;
 }
 
 std::string today() {
@@ -233,7 +268,7 @@ struct Bench {
 
   void run_kernel(const Kernel& k, const nn::GemmArgs<T>& a) {
     if (k.cfg < 0) nn::gemm(k.variant, a);
-    else nn::gemm_tuning::gemm_warptile_with_config(k.cfg, 0, a);
+    else nn::gemm_tuning::gemm_warptile_with_config(k.cfg, k.splits, a);
   }
 
   // Median milliseconds of opt.repeats runs.
@@ -315,8 +350,11 @@ struct Bench {
     for (int v : opt.variants)
       if (nn::gemm_variant_available(v)) kernels.push_back({v, -1, nn::gemm_variant_name(v)});
     if (opt.configs)
-      for (int c = 0; c < nn::gemm_tuning::kWarptileConfigs; ++c)
-        kernels.push_back({4, c, std::string("warptile:") + nn::gemm_tuning::warptile_config_name(c)});
+      for (int c = 0; c < nn::gemm_tuning::kWarptileConfigs; ++c) {
+        const std::string name = std::string("warptile:") + nn::gemm_tuning::warptile_config_name(c);
+        if (opt.splits.empty()) kernels.push_back({4, c, name});
+        for (int sp : opt.splits) kernels.push_back({4, c, name + "/s" + std::to_string(sp), sp});
+      }
     if (!opt.csv.empty()) {
       csv = std::fopen(opt.csv.c_str(), "w");
       if (!csv) throw std::runtime_error("cannot write " + opt.csv);
@@ -324,7 +362,11 @@ struct Bench {
     }
     std::printf("GEMM bench, %s, device: %s%s\n", sizeof(T) == 4 ? "float" : "double", device.c_str(),
                 kEmulator ? " (SIMT CPU emulator: CPU wall time, NOT GPU performance)" : "");
-    if (opt.quick) std::printf("--quick: B=384, H=128 instead of B=3000, H=512 (shapes scaled down)\n");
+    if (opt.quick && !opt.hidden && !opt.batch)
+      std::printf("--quick: B=384, H=128 instead of B=3000, H=512 (shapes scaled down)\n");
+    else if (opt.hidden || opt.batch)
+      std::printf("shapes: H=%d, B=%d\n", opt.hidden ? opt.hidden : opt.quick ? 128 : 512,
+                  opt.batch ? opt.batch : opt.quick ? 384 : 3000);
     std::printf("timing: %s, median of %d run(s); ratio = speed relative to %s\n",
                 kEmulator ? "wall clock" : "cudaEvents, L2 flushed before each run", opt.repeats,
                 cublas_is_baseline() ? "cuBLAS (variant 0)"

@@ -36,12 +36,21 @@ int tiles(int cfg, int M, int N) {
 }
 }  // namespace
 
-// If the tiles leave SMs idle and K is long (the weight gradients, K = batch), split K into
-// slices of at least 128 so that every SM gets about two blocks.
+// Blocks per SM that split-K aims for, by configuration: 4 for the 64x32 tile (its blocks are
+// small; on the H200 dW1 took 112 us with 2 k-slices, 1.5 blocks per SM, and 94 us with 3),
+// 2 for the others (the 10-row layer's 16x64: dW2 fastest at 16 slices, 128 blocks).
+constexpr int kBlocksPerSm[] = {2, 2, 4, 2};
+// Shortest k-slice split-K makes (dW2 at p = 4, K = 750: 12.3 us with slices of 96, against
+// 14.8 with the 160 that a floor of 128 gave).
+constexpr int kMinSlice = 64;
+
+// If the tiles give fewer than kBlocksPerSm blocks per SM and K is long enough (the weight
+// gradients, K = batch), split K into slices of at least kMinSlice to reach that, 16 at most.
 int plan_splits(int cfg, int M, int N, int K, int sms) {
   const int t = tiles(cfg, M, N);
-  if (t >= sms) return 1;
-  return std::clamp((2 * sms + t - 1) / t, 1, std::clamp(K / 128, 1, 16));
+  const int target = kBlocksPerSm[std::clamp(cfg, 0, 3)] * sms;
+  if (t >= target) return 1;
+  return std::clamp((target + t - 1) / t, 1, std::clamp(K / kMinSlice, 1, 16));
 }
 
 // Split-K scratch, one per (device, stream) so GEMMs on different streams never share it.
@@ -106,25 +115,18 @@ const char* warptile_config_name(int cfg) {
   return cfg >= 0 && cfg < kWarptileConfigs ? names[cfg] : "unknown";
 }
 
-// Tuned on an H200 (132 SMs, gemm_bench --configs, 2026-11-25; bench/README.md): over the
-// trainer's 15 shapes at p = 1, 2, 4 and 4096^3 this picks the fastest of the four
-// configurations, or one within 0.5% of it (the plan it replaced lost up to 1.44x, on dW1).
+// Tuned on an H200 (132 SMs): gemm_bench --configs, 2026-11-25, then every configuration at
+// 1-16 k-slices (gemm_bench --splits, 2026-11-26; bench/README.md). Over the trainer's shapes
+// at H = 512, B = 3000, p = 1, 2, 4 this picks the fastest measured tile and slice count or one
+// within 5% of it (H = 1024 not swept yet: gemm_bench --hidden 1024):
 //   M <= 16 (the 10-class layer): 16x64.
-//   64x64 when its tiles give every SM two blocks, or when they leave SMs idle and K is long
-//   enough (>= 256) for split-K to fill them (the weight gradients, K = batch; forward1 at p = 4).
-//   Otherwise (K short, or between one and two blocks per SM) 64x32.
+//   64x64 when its tiles give every SM two blocks (forward1 at p = 1, 4096^3), unsplit.
+//   Otherwise 64x32, split-K up to 4 blocks per SM (the weight gradients, forward1 at p = 2, 4).
 //   128x64 never won: it stays available to gemm_warptile_with_config.
-// Then split-K if SMs are still idle (plan_splits).
 WarptilePlan warptile_plan(int M, int N, int K) {
   namespace wt = gemm_detail::warptile;
   const int sms = wt::sm_count();
-  int cfg = 2;
-  if (M <= 16) {
-    cfg = 3;
-  } else {
-    const int t = wt::tiles(1, M, N);
-    if (t >= 2 * sms || (t < sms && wt::plan_splits(1, M, N, K, sms) > 1)) cfg = 1;
-  }
+  const int cfg = M <= 16 ? 3 : wt::tiles(1, M, N) >= 2 * sms ? 1 : 2;
   return {cfg, wt::plan_splits(cfg, M, N, K, sms)};
 }
 

@@ -6,6 +6,7 @@
 # Each step has its own limit and never runs past the budget; a step that fails is reported and
 # the next one runs. The last lines are a table: step, status, seconds, what it found.
 # Run from the repository root (bench/peer_torch.py is read from there).
+# STEPS="name ..." runs only those steps (the names in the table), for a short second call.
 set -uo pipefail
 KIT=$(readlink -f "${1:?usage: gpu_session.sh KIT OUT [BUDGET_S]}")
 OUT=$(mkdir -p "${2:?usage: gpu_session.sh KIT OUT [BUDGET_S]}" && readlink -f "$2")
@@ -68,6 +69,7 @@ log "machine: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 # step NAME LIMIT_S CMD...: run CMD with its output in OUT/NAME.log; record status and seconds.
 step() {
   local name=$1 limit=$2; shift 2
+  if [ -n "${STEPS:-}" ] && [[ " $STEPS " != *" $name "* ]]; then return; fi
   local left=$((BUDGET - (SECONDS - T0) - 5))
   if [ "$left" -lt 15 ]; then rows+=("$(printf '%-22s %-8s %5s  %s' "$name" skipped - "budget spent")"); return; fi
   [ "$limit" -gt "$left" ] && limit=$left
@@ -88,7 +90,7 @@ summarise() {
   case $1 in
     tests_np*) { grep -E '^\[  (PASSED|FAILED)  \]|tests? ran|^tests: ' "$f" | tr '\n' ' ' | cut -c1-160; } ;;
     train_*) { grep -iE 'test (precision|accuracy)|verif|max.*diff|s/epoch|epoch [0-9]+' "$f" | tail -3 | tr '\n' ' ' | cut -c1-200; } ;;
-    gemm_bench) { grep -ciE 'fail|mismatch' "$f" | sed 's/^/lines with fail|mismatch: /'; } ;;
+    gemm_bench|gemm_splits) { grep -ciE 'fail|mismatch' "$f" | sed 's/^/lines with fail|mismatch: /'; } ;;
     torch_*) { grep -E 'epoch_seconds|precision' "$f" | tr '\n' ' ' | cut -c1-200; } ;;
     sanitize_script) { grep -E '^  (FAIL )?[a-z]+ np=' "$f" | cut -c1-60 | tr '\n' ';' | cut -c1-200; } ;;
     sanitize_*) { grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^tests: |FAILED' "$f" | sort | uniq -c | tr '\n' ' ' | cut -c1-200; } ;;
@@ -118,6 +120,9 @@ for hb in 512:800 1024:3000; do
 done
 # 4. The GEMM lab: every variant validated against cuBLAS, then timed (and variant 4's tile configs).
 step gemm_bench 100 "${KITENV[@]}" "$BIN/gemm_bench" --configs --repeats 30 --csv "$LOGS/gemm_gpu.csv"
+#    Every configuration at 1-16 k-slices at the trainer's shapes (warptile_plan's input).
+step gemm_splits 100 "${KITENV[@]}" "$BIN/gemm_bench" --variants 0,4 --configs --splits 1,2,3,4,6,8,12,16 \
+  --no-big --repeats 20 --csv "$LOGS/gemm_splits.csv"
 # 5. Two ranks on one GPU: the suite, then the three strategies with --verify.
 step tests_np2 120 "${TWO[@]}" "$BIN/nn_tests"
 step train_ps_np2 45 "${TWO[@]}" "$BIN/nn_train" "${TRAIN[@]}" --epochs 1 --strategy ps --verify
