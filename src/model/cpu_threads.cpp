@@ -3,11 +3,15 @@
 
 #include <sched.h>
 #include <unistd.h>
+#ifdef NN_HAVE_DNNL
+#include <omp.h>  // oneDNN's OpenMP runtime (libgomp), linked with it
+#endif
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 namespace nn::train {
 
@@ -26,13 +30,13 @@ std::string cores(long n) { return std::to_string(n) + (n == 1 ? " core" : " cor
 }  // namespace
 
 CpuThreads cpu_threads_from(int asked, const std::string& asked_from, int mask_cores, long online_cores,
-                            int ranks_on_node) {
+                            int ranks_on_node, const std::string& mask_name) {
   CpuThreads t;
   const int ranks = std::max(1, ranks_on_node);
   const int share = int(std::max(1L, online_cores / ranks));
   t.room = std::max(1, std::min(mask_cores, share));
   t.node_cores = online_cores;
-  t.room_why = mask_cores < share ? cores(mask_cores) + " in its affinity mask"
+  t.room_why = mask_cores < share ? cores(mask_cores) + " in its " + mask_name
                                    : cores(online_cores) + " on the node for " + std::to_string(ranks) + " ranks";
   t.asked = asked;
   if (asked > 0) {
@@ -41,12 +45,32 @@ CpuThreads cpu_threads_from(int asked, const std::string& asked_from, int mask_c
   } else {
     t.threads = t.room;
     t.source = cores(online_cores) + " / " + std::to_string(ranks) + " ranks on the node, " + std::to_string(mask_cores) +
-               " in this rank's affinity mask";
+               " in this rank's " + mask_name;
   }
   return t;
 }
 
-CpuThreads cpu_threads_for(int ranks_on_node) {
+int openmp_place_cpus() {
+#ifdef NN_HAVE_DNNL
+  if (omp_get_proc_bind() == omp_proc_bind_false) return 0;
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  std::vector<int> ids;
+  for (int p = 0; p < omp_get_num_places(); ++p) {
+    const int n = omp_get_place_num_procs(p);
+    if (n <= 0) continue;
+    ids.assign(std::size_t(n), -1);
+    omp_get_place_proc_ids(p, ids.data());
+    for (const int id : ids)
+      if (id >= 0 && id < CPU_SETSIZE) CPU_SET(id, &all);
+  }
+  return CPU_COUNT(&all);
+#else
+  return 0;
+#endif
+}
+
+CpuThreads cpu_threads_for(int ranks_on_node, bool openmp_team) {
   int asked = 0;
   std::string from;
   for (const char* name : {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "SLURM_CPUS_PER_TASK"})
@@ -60,7 +84,15 @@ CpuThreads cpu_threads_for(int ranks_on_node) {
   cpu_set_t set;
   CPU_ZERO(&set);
   const int mine = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
-  return cpu_threads_from(asked, from, mine, sysconf(_SC_NPROCESSORS_ONLN), ranks_on_node);
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  // OMP_PROC_BIND / OMP_PLACES: this thread's mask is one place (openmp_place_cpus).
+  const int places = openmp_place_cpus();
+  if (places > mine && openmp_team)
+    return cpu_threads_from(asked, from, places, online, ranks_on_node, "OpenMP places (OMP_PROC_BIND)");
+  if (places > mine)  // OpenBLAS's pthreads inherit this thread's one place
+    return cpu_threads_from(asked, from, mine, online, ranks_on_node,
+                            "affinity mask (OMP_PROC_BIND bound it to one OpenMP place; OpenBLAS's threads stay there)");
+  return cpu_threads_from(asked, from, mine, online, ranks_on_node);
 }
 
 std::string cpu_name() {

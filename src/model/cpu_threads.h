@@ -20,10 +20,19 @@ struct CpuThreads {
   long node_cores = 0;  // the node's online cores
   std::string room_why;  // e.g. "1 core in its affinity mask"
 };
-CpuThreads cpu_threads_for(int ranks_on_node);
+// With openmp_team (the GEMMs are oneDNN's, whose threads are an OpenMP team) and an OpenMP
+// runtime that binds threads, the room counts the CPUs of its places (openmp_place_cpus).
+CpuThreads cpu_threads_for(int ranks_on_node, bool openmp_team);
 // The same, from the counts themselves (pure; cpu_threads_for passes the environment's).
+// mask_name names where mask_cores come from, in the texts ("affinity mask").
 CpuThreads cpu_threads_from(int asked, const std::string& asked_from, int mask_cores, long online_cores,
-                            int ranks_on_node);
+                            int ranks_on_node, const std::string& mask_name = "affinity mask");
+// The CPUs in the OpenMP runtime's places when it binds threads (OMP_PROC_BIND, or OMP_PLACES
+// alone): libgomp then binds the initial thread to the first place before main, so this
+// thread's affinity mask shows one place (one core with OMP_PLACES=cores) while an OpenMP team
+// spreads over all of them; OpenBLAS's own threads inherit the one place. 0 when the runtime
+// binds nothing, or the build has no OpenMP (DNNL=0).
+int openmp_place_cpus();
 // The CPU's model name (/proc/cpuinfo), or "CPU" when unknown.
 std::string cpu_name();
 

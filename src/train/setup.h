@@ -95,7 +95,7 @@ template <class T, class Model>
 RankDevice choose_device(const Config& cfg, Setup<T, Model>& s) {
   RankDevice me;
   if constexpr (kOnHost<Model>) {
-    const CpuThreads th = cpu_threads_for(comm::local_size());
+    const CpuThreads th = cpu_threads_for(comm::local_size(), cfg.cpu_gemm == CpuGemm::OneDNN);
     set_gemm_threads(th.threads);
     s.threads = th.threads;
     s.device_name = cpu_name();

@@ -13,7 +13,11 @@
 #   - the same through plain mpirun, which binds the rank to one core: the rank runs 1 thread,
 #     says so in exactly one warning line that names the fix, and CPU / wall (launch and
 #     cores line) stays < 1.3;
-#   - 2 ranks x 2 threads on a 2-core host: the warning says the node lacks the cores.
+#   - 2 ranks x 2 threads on a 2-core host: the warning says the node lacks the cores;
+#   - OMP_PROC_BIND=true OMP_PLACES=cores, one rank without a launcher, nothing asked: libgomp
+#     binds the main thread to one core before main, yet the rank runs a thread per core of
+#     its OpenMP places (oneDNN's team spreads over them), warns nothing, and keeps >= 1.6
+#     cores busy.
 # The timed cases need 2 cores, and the placement cases one hardware thread per core (the
 # script maps physical cores; nproc counts hardware threads); elsewhere they are skipped (said so).
 #
@@ -166,6 +170,16 @@ if [ "$cores" -ge 2 ]; then
     ok "plain mpirun: the rank runs 1 thread on its one core (CPU/wall = $ratio; its cores line: $busy)"
   else
     fail "plain mpirun: header, CPU/wall ($ratio) or cores line (${busy:-missing}) not that of one thread: $(grep 'ranks on' "$work/plain.log")"
+  fi
+
+  run bind OMP_PROC_BIND=true OMP_PLACES=cores --
+  busy=$(awk '/^cores: rank 0 kept/ { print $5 }' "$work/bind.log")
+  if has bind '^test precision:' && has bind "$cores BLAS threads each" && [ "$(warnings bind)" = 0 ] &&
+    { ! has bind 'host GEMM oneDNN' || has bind 'in this rank.s OpenMP places \(OMP_PROC_BIND\)\)\)$'; } &&
+    awk -v r="${busy:-0}" -v m="$ratio_min" 'BEGIN { exit !(r >= m) }'; then
+    ok "OMP_PROC_BIND=true OMP_PLACES=cores, no launcher: $cores threads on the OpenMP places, $busy cores busy"
+  else
+    fail "OMP_PROC_BIND=true OMP_PLACES=cores: cores line '${busy:-missing}': $(grep -E 'ranks on|warning|error' "$work/bind.log" | head -n 3)"
   fi
 else
   echo "skip the timed cases: they need 2 cores (this machine has $cores)"

@@ -545,6 +545,11 @@ TEST(CpuModel, ThreadsNeverOutnumberTheRanksCores) {
   EXPECT_EQ(t.node_cores, 2);
   EXPECT_EQ(t.source, "OPENBLAS_NUM_THREADS=2, but 2 cores on the node for 2 ranks");
   EXPECT_EQ(cpu_threads_from(5, "OMP_NUM_THREADS", 0, 0, 0).threads, 1);  // nothing known: 1
+  // OMP_PROC_BIND: the room is the OpenMP places' CPUs (cpu_threads_for), named as such.
+  t = cpu_threads_from(0, "", 2, 2, 1, "OpenMP places (OMP_PROC_BIND)");
+  EXPECT_EQ(t.threads, 2);
+  EXPECT_EQ(t.source, "2 cores / 1 ranks on the node, 2 in this rank's OpenMP places (OMP_PROC_BIND)");
+  EXPECT_EQ(cpu_threads_from(4, "OMP_NUM_THREADS", 1, 2, 1, "place").source, "OMP_NUM_THREADS=4, but 1 core in its place");
 }
 
 TEST(CpuModel, ThreadsComeFromTheEnvironmentFirst) {
@@ -557,22 +562,22 @@ TEST(CpuModel, ThreadsComeFromTheEnvironmentFirst) {
     saved.push_back(v ? v : "");
     unsetenv(n);
   }
-  const CpuThreads def = cpu_threads_for(1);
+  const CpuThreads def = cpu_threads_for(1, true);
   EXPECT_GE(def.threads, 1);
   EXPECT_NE(def.source.find("cores"), std::string::npos);
-  EXPECT_LE(cpu_threads_for(1024).threads, def.threads);
+  EXPECT_LE(cpu_threads_for(1024, true).threads, def.threads);
   // What is asked (the threads used are at most the room: ThreadsNeverOutnumberTheRanksCores).
   setenv("SLURM_CPUS_PER_TASK", "3", 1);
-  EXPECT_EQ(cpu_threads_for(2).asked, 3);
-  EXPECT_EQ(cpu_threads_for(2).source.rfind("SLURM_CPUS_PER_TASK", 0), 0u);
+  EXPECT_EQ(cpu_threads_for(2, true).asked, 3);
+  EXPECT_EQ(cpu_threads_for(2, true).source.rfind("SLURM_CPUS_PER_TASK", 0), 0u);
   setenv("OMP_NUM_THREADS", "5", 1);
-  EXPECT_EQ(cpu_threads_for(2).asked, 5);
+  EXPECT_EQ(cpu_threads_for(2, true).asked, 5);
   setenv("OPENBLAS_NUM_THREADS", "2", 1);
-  EXPECT_EQ(cpu_threads_for(2).asked, 2);
-  EXPECT_EQ(cpu_threads_for(2).threads, std::min(2, cpu_threads_for(2).room));
+  EXPECT_EQ(cpu_threads_for(2, true).asked, 2);
+  EXPECT_EQ(cpu_threads_for(2, true).threads, std::min(2, cpu_threads_for(2, true).room));
   setenv("OPENBLAS_NUM_THREADS", "zero", 1);  // not a count: the next source decides
-  EXPECT_EQ(cpu_threads_for(2).asked, 5);
-  EXPECT_EQ(cpu_threads_for(2).source.rfind("OMP_NUM_THREADS", 0), 0u);
+  EXPECT_EQ(cpu_threads_for(2, true).asked, 5);
+  EXPECT_EQ(cpu_threads_for(2, true).source.rfind("OMP_NUM_THREADS", 0), 0u);
   for (std::size_t i = 0; i < 3; ++i) {
     if (had[i]) setenv(names[i], saved[i].c_str(), 1);
     else unsetenv(names[i]);
