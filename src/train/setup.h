@@ -169,9 +169,9 @@ void print_header(std::FILE* out, const Config& cfg, const HostData& data, const
   const char* kind = cfg.strategy == Strategy::Model ? "model-parallel trainer" : "data-parallel trainer";
   const char* prec = std::is_same_v<T, double> ? "double" : "float";
   if constexpr (kOnHost<Model>)
-    std::fprintf(out, "nn_train: %s, %s, --device cpu: host GEMM %s, %d thread%s per rank (%s build, "
-                 "no emulator)\n", kind, prec, cpu_gemm_version(cfg.cpu_gemm).c_str(), s.threads,
-                 s.threads == 1 ? "" : "s", build);
+    std::fprintf(out, "nn_train: %s, %s, --device cpu: host GEMM %s, %d thread%s per rank (%s build; "
+                 "--device cpu runs no CUDA kernels)\n", kind, prec, cpu_gemm_version(cfg.cpu_gemm).c_str(),
+                 s.threads, s.threads == 1 ? "" : "s", build);
   else
     std::fprintf(out, "nn_train: %s, %s, %s build, GEMM variant %d (%s)\n", kind, prec,
 #ifdef SIM_EMULATOR
