@@ -60,20 +60,19 @@ inline T sigmoid(T z) {
 // in 2 MiB pages (huge_pages.h). Same values, same order.
 constexpr int kGatherAhead = 4;
 
+// Requests every cache line of one D-byte image.
+inline void prefetch_image(const std::uint8_t* image, int D) {
+  const char* p = reinterpret_cast<const char*>(image);
+  for (int o = 0; o < D; o += 64) __builtin_prefetch(p + o);
+  __builtin_prefetch(p + D - 1);
+}
+
 template <class T>
 inline void gather_impl(const std::uint8_t* images, const std::uint32_t* idx, int b, int D, T* X) {
   if (idx)  // the first images' lines at once, so that their misses overlap too
-    for (int j = 0; j < b && j < kGatherAhead; ++j) {
-      const char* first = reinterpret_cast<const char*>(images + std::size_t(idx[j]) * std::size_t(D));
-      for (int o = 0; o < D; o += 64) __builtin_prefetch(first + o);
-      __builtin_prefetch(first + D - 1);
-    }
+    for (int j = 0; j < b && j < kGatherAhead; ++j) prefetch_image(images + std::size_t(idx[j]) * std::size_t(D), D);
   for (int j = 0; j < b; ++j) {
-    if (idx && j + kGatherAhead < b) {
-      const char* next = reinterpret_cast<const char*>(images + std::size_t(idx[j + kGatherAhead]) * std::size_t(D));
-      for (int o = 0; o < D; o += 64) __builtin_prefetch(next + o);
-      __builtin_prefetch(next + D - 1);
-    }
+    if (idx && j + kGatherAhead < b) prefetch_image(images + std::size_t(idx[j + kGatherAhead]) * std::size_t(D), D);
     const std::uint8_t* src = images + (idx ? std::size_t(idx[j]) : std::size_t(j)) * std::size_t(D);
     T* dst = X + std::size_t(j) * D;
     for (int i = 0; i < D; ++i) dst[i] = static_cast<T>(src[i]) / T(255);

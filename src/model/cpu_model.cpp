@@ -134,7 +134,7 @@ void CpuModel<T>::scores_forward(int b) {
   NN_RANGE("forward GEMM 2");
   const int H = lay_.H, C = lay_.C;
   cpu_gemm(gemm_lib_, false, false, C, b, H, T(1), params_.data() + lay_.W2(), C, A1_.data(), H, T(0), Z2_.data(),
-       C);
+           C);
 }
 
 // One pass per column: (+ b2), the max-shifted softmax, cross-entropy lse - z_y and the hit
@@ -211,7 +211,7 @@ void CpuModel<T>::layer1_grads(int b, bool with_reg, T reg) {
   }
   if (with_reg) std::memcpy(G + lay_.W1(), P + lay_.W1(), sizeof(T) * std::size_t(H) * D);
   cpu_gemm(gemm_lib_, false, true, H, D, b, T(1), dA1_.data(), H, X_.data(), D, with_reg ? reg : T(0), G + lay_.W1(),
-       H);
+           H);
 }
 
 // An empty slice still takes part in the reduction: zero, or reg * W on the one rank that
