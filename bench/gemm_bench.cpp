@@ -76,6 +76,8 @@ bool cublas_is_baseline() { return !kEmulator && nn::gemm_variant_available(0); 
   std::exit(err.empty() ? 0 : 2);
 }
 
+std::vector<Shape> shapes(const Options& o);
+
 Options parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
@@ -126,6 +128,7 @@ Options parse(int argc, char** argv) {
     for (int v = 0; v < nn::kGemmVariants; ++v) o.variants.push_back(v);
   if (o.repeats == 0) o.repeats = kEmulator ? 1 : 20;
   if (!o.splits.empty() && !o.configs) usage(argv[0], "--splits needs --configs");
+  if (!o.only.empty() && shapes(o).empty()) usage(argv[0], "--only " + o.only + " matches no shape");
   return o;
 }
 
@@ -152,7 +155,6 @@ std::vector<Shape> shapes(const Options& o) {
     while (std::getline(ss, prefix, ',')) keep = keep || (!prefix.empty() && x.name.rfind(prefix, 0) == 0);
     if (keep) kept.push_back(x);
   }
-  if (kept.empty()) throw std::invalid_argument("--only " + o.only + " matches no shape");
   return kept;
 }
 

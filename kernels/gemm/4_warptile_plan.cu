@@ -37,18 +37,20 @@ int tiles(int cfg, int M, int N) {
 }  // namespace
 
 // Blocks per SM that split-K aims for, by configuration: 4 for the 64x32 tile (its blocks are
-// small; on the H200 dW1 took 112 us with 2 k-slices, 1.5 blocks per SM, and 94 us with 3),
-// 2 for the others (the 10-row layer's 16x64: dW2 fastest at 16 slices, 128 blocks).
+// small; on the H200 dW1's 200 tiles took 112 us with 2 k-slices, 3 blocks per SM, and 94 us
+// with 3, 4.5 per SM), 2 for the others (the 10-row layer's 16x64: dW2 fastest at 16 slices).
 constexpr int kBlocksPerSm[] = {2, 2, 4, 2};
+static_assert(sizeof kBlocksPerSm / sizeof kBlocksPerSm[0] == gemm_tuning::kWarptileConfigs);
 // Shortest k-slice split-K makes (dW2 at p = 4, K = 750: 12.3 us with slices of 96, against
 // 14.8 with the 160 that a floor of 128 gave).
 constexpr int kMinSlice = 64;
 
 // If the tiles give fewer than kBlocksPerSm blocks per SM and K is long enough (the weight
-// gradients, K = batch), split K into slices of at least kMinSlice to reach that, 16 at most.
+// gradients, K = batch), split K into enough slices to reach that (the kernel then rounds each
+// slice up to whole BK tiles), at most 16 and each at least kMinSlice long.
 int plan_splits(int cfg, int M, int N, int K, int sms) {
   const int t = tiles(cfg, M, N);
-  const int target = kBlocksPerSm[std::clamp(cfg, 0, 3)] * sms;
+  const int target = kBlocksPerSm[cfg] * sms;
   if (t >= target) return 1;
   return std::clamp((target + t - 1) / t, 1, std::clamp(K / kMinSlice, 1, 16));
 }
@@ -118,10 +120,10 @@ const char* warptile_config_name(int cfg) {
 // Tuned on an H200 (132 SMs): gemm_bench --configs, 2026-11-25, then every configuration at
 // 1-16 k-slices (gemm_bench --splits, 2026-11-26; bench/README.md). Over the trainer's shapes
 // at H = 512, B = 3000, p = 1, 2, 4 this picks the fastest measured tile and slice count or one
-// within 5% of it (H = 1024 not swept yet: gemm_bench --hidden 1024):
+// within 6.5% of it (H = 1024 not swept yet: gemm_bench --hidden 1024):
 //   M <= 16 (the 10-class layer): 16x64.
 //   64x64 when its tiles give every SM two blocks (forward1 at p = 1, 4096^3), unsplit.
-//   Otherwise 64x32, split-K up to 4 blocks per SM (the weight gradients, forward1 at p = 2, 4).
+//   Otherwise 64x32, split-K to at least 4 blocks per SM (dW1, forward1 at p = 2, 4).
 //   128x64 never won: it stays available to gemm_warptile_with_config.
 WarptilePlan warptile_plan(int M, int N, int K) {
   namespace wt = gemm_detail::warptile;

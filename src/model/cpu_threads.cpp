@@ -52,7 +52,9 @@ CpuThreads cpu_threads_from(int asked, const std::string& asked_from, int mask_c
 
 int openmp_place_cpus() {
 #ifdef NN_HAVE_DNNL
-  if (omp_get_proc_bind() == omp_proc_bind_false) return 0;
+  // master (primary): the whole team shares the initial thread's place, which the mask shows.
+  const omp_proc_bind_t bind = omp_get_proc_bind();
+  if (bind == omp_proc_bind_false || bind == omp_proc_bind_master) return 0;
   cpu_set_t all;
   CPU_ZERO(&all);
   std::vector<int> ids;

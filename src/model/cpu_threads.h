@@ -31,7 +31,8 @@ CpuThreads cpu_threads_from(int asked, const std::string& asked_from, int mask_c
 // alone): libgomp then binds the initial thread to the first place before main, so this
 // thread's affinity mask shows one place (one core with OMP_PLACES=cores) while an OpenMP team
 // spreads over all of them; OpenBLAS's own threads inherit the one place. 0 when the runtime
-// binds nothing, or the build has no OpenMP (DNNL=0).
+// binds nothing, binds the team to the initial thread's place (master/primary), or the
+// build has no OpenMP (DNNL=0).
 int openmp_place_cpus();
 // The CPU's model name (/proc/cpuinfo), or "CPU" when unknown.
 std::string cpu_name();

@@ -67,8 +67,10 @@ PY=$(command -v python3)
 log "machine: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -1)"
 
 # step NAME LIMIT_S CMD...: run CMD with its output in OUT/NAME.log; record status and seconds.
+known=()
 step() {
   local name=$1 limit=$2; shift 2
+  known+=("$name")
   if [ -n "${STEPS:-}" ] && [[ " $STEPS " != *" $name "* ]]; then return; fi
   local left=$((BUDGET - (SECONDS - T0) - 5))
   if [ "$left" -lt 15 ]; then rows+=("$(printf '%-22s %-8s %5s  %s' "$name" skipped - "budget spent")"); return; fi
@@ -91,7 +93,7 @@ summarise() {
     tests_np*) { grep -E '^\[  (PASSED|FAILED)  \]|tests? ran|^tests: ' "$f" | tr '\n' ' ' | cut -c1-160; } ;;
     train_*) { grep -iE 'test (precision|accuracy)|verif|max.*diff|s/epoch|epoch [0-9]+' "$f" | tail -3 | tr '\n' ' ' | cut -c1-200; } ;;
     gemm_bench|gemm_splits) { grep -ciE 'fail|mismatch' "$f" | sed 's/^/lines with fail|mismatch: /'; } ;;
-    torch_*) { grep -E 'epoch_seconds|precision' "$f" | tr '\n' ' ' | cut -c1-200; } ;;
+    torch_*) { grep -E '^(epoch_seconds|test precision)' "$f" | tr '\n' ' ' | cut -c1-200; } ;;
     sanitize_script) { grep -E '^  (FAIL )?[a-z]+ np=' "$f" | cut -c1-60 | tr '\n' ';' | cut -c1-200; } ;;
     sanitize_*) { grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^tests: |FAILED' "$f" | sort | uniq -c | tr '\n' ' ' | cut -c1-200; } ;;
     *) tail -1 "$f" | cut -c1-160 ;;
@@ -142,7 +144,7 @@ if [ -n "$CS" ]; then
   # on the elementwise kernel tests at 1 and 2 ranks.
   step sanitize_script 120 "${KITENV[@]}" COMPUTE_SANITIZER="$CS" CS_NP="1 2" CS_FILTER='Ops*' \
     OUT="$LOGS/cs" bash tests/cuda/compute_sanitizer.sh "$BIN/nn_tests"
-else
+elif [ -z "${STEPS:-}" ] || [[ " $STEPS " == *" sanitize"* ]]; then
   rows+=("sanitize               skipped     -  compute-sanitizer not found")
 fi
 
@@ -151,6 +153,10 @@ fi
 step torch_compile 120 "$PY" bench/peer_torch.py "${TRAIN[@]}" --epochs 4 --device cuda --compile
 step torch_graphs 120 "$PY" bench/peer_torch.py "${TRAIN[@]}" --epochs 4 --device cuda --compile-mode reduce-overhead
 step torch_graphs_big 120 "$PY" bench/peer_torch.py "${BIG[@]}" --device cuda --compile-mode reduce-overhead
+
+for name in ${STEPS:-}; do  # a misspelt name would otherwise run nothing, silently
+  [[ " ${known[*]} " == *" $name "* ]] || rows+=("$(printf '%-22s %-8s %5s  %s' "$name" unknown - "no such step")")
+done
 
 {
   echo "== gpu_session: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1), $(date -u +%F), $((SECONDS - T0)) s"
