@@ -36,14 +36,21 @@ int tiles(int cfg, int M, int N) {
 }
 }  // namespace
 
-// Blocks per SM that split-K aims for, by configuration: 4 for the 64x32 tile (its blocks are
-// small; on the H200 dW1's 200 tiles took 112 us with 2 k-slices, 3 blocks per SM, and 94 us
-// with 3, 4.5 per SM), 2 for the others (the 10-row layer's 16x64: dW2 fastest at 16 slices).
-constexpr int kBlocksPerSm[] = {2, 2, 4, 2};
+// Blocks per SM that split-K aims for, and the shortest k-slice it makes, by configuration
+// {128x64, 64x64, 64x32, 16x64}. Measured on an H200 (132 SMs) over the trainer's 60 GEMMs at
+// H:B = 256:100, 512:3000, 1024:1000, 1024:3000 and p = 1, 2, 4, every tile at 1-16 slices
+// (gemm_bench --splits, 2026-11-26; bench/results/h200-2026-11-26/):
+//   64x32: 4 per SM, slices >= 64 (dW1 at H = 512: 94 us with 3 slices, 112 with 2);
+//   64x64: 8 per SM, but slices >= 512: it is chosen for the big shapes, whose long-K weight
+//     gradient wants many slices (dW1 at H = 1024, K = 3000: 149 us with the 5 this gives, 185
+//     for 64x32 with 2), while splitting a K of 784 or less only costs (forward1 at 1024:1000: 56.5 us
+//     unsplit, 62 with 2 slices);
+//   16x64 (the 10-row layer): 4 per SM, slices >= 16 (dW2 at K = 250: 9.5 us with 16 slices,
+//     11.6 with the 3 that slices >= 64 allowed).
+constexpr int kBlocksPerSm[] = {2, 8, 4, 4};
+constexpr int kMinSlice[] = {512, 512, 64, 16};
 static_assert(sizeof kBlocksPerSm / sizeof kBlocksPerSm[0] == gemm_tuning::kWarptileConfigs);
-// Shortest k-slice split-K makes (dW2 at p = 4, K = 750: 12.3 us with slices of 96, against
-// 14.8 with the 160 that a floor of 128 gave).
-constexpr int kMinSlice = 64;
+static_assert(sizeof kMinSlice / sizeof kMinSlice[0] == gemm_tuning::kWarptileConfigs);
 
 // If the tiles give fewer than kBlocksPerSm blocks per SM and K is long enough (the weight
 // gradients, K = batch), split K into enough slices to reach that (the kernel then rounds each
@@ -52,7 +59,7 @@ int plan_splits(int cfg, int M, int N, int K, int sms) {
   const int t = tiles(cfg, M, N);
   const int target = kBlocksPerSm[cfg] * sms;
   if (t >= target) return 1;
-  return std::clamp((target + t - 1) / t, 1, std::clamp(K / kMinSlice, 1, 16));
+  return std::clamp((target + t - 1) / t, 1, std::clamp(K / kMinSlice[cfg], 1, 16));
 }
 
 // Split-K scratch, one per (device, stream) so GEMMs on different streams never share it.
@@ -118,17 +125,20 @@ const char* warptile_config_name(int cfg) {
 }
 
 // Tuned on an H200 (132 SMs): gemm_bench --configs, 2026-11-25, then every configuration at
-// 1-16 k-slices (gemm_bench --splits, 2026-11-26; bench/README.md). Over the trainer's shapes
-// at H = 512, B = 3000, p = 1, 2, 4 this picks the fastest measured tile and slice count or one
-// within 6.5% of it (H = 1024 not swept yet: gemm_bench --hidden 1024):
+// 1-16 k-slices (gemm_bench --splits, 2026-11-26, at H:B = 512:3000, then 1024:1000, 1024:3000
+// and 256:100; bench/README.md). Over those 60 GEMMs the plan's choice ran 2.0% slower than
+// the fastest pair of the same run on (geometric) average, 17% at worst (a 1 us dW2); the plan
+// before H = 1024 was swept: 4.7%, 35% at worst (forward1 1024x1000x784). bench/splits_report.py
+// prints these from gemm_bench's CSVs (bench/results/h200-2026-11-26/call5, call6).
 //   M <= 16 (the 10-class layer): 16x64.
-//   64x64 when its tiles give every SM two blocks (forward1 at p = 1, 4096^3), unsplit.
-//   Otherwise 64x32, split-K to at least 4 blocks per SM (dW1, forward1 at p = 2, 4).
-//   128x64 never won: it stays available to gemm_warptile_with_config.
+//   64x64 when its tiles give every SM 1.5 blocks (forward1 at p = 1, dW1 at H = 1024, 4096^3).
+//   Otherwise 64x32 (dW1 at H <= 512, forward1 at p = 2, 4).
+//   Split-K as plan_splits says. 128x64 won once (forward1 1024x3000x784, 10%) and lost at
+//   4096^3 (3%): it stays available to gemm_warptile_with_config.
 WarptilePlan warptile_plan(int M, int N, int K) {
   namespace wt = gemm_detail::warptile;
   const int sms = wt::sm_count();
-  const int cfg = M <= 16 ? 3 : wt::tiles(1, M, N) >= 2 * sms ? 1 : 2;
+  const int cfg = M <= 16 ? 3 : 2 * wt::tiles(1, M, N) >= 3 * sms ? 1 : 2;
   return {cfg, wt::plan_splits(cfg, M, N, K, sms)};
 }
 

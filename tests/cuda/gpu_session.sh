@@ -92,7 +92,7 @@ summarise() {
   case $1 in
     tests_np*) { grep -E '^\[  (PASSED|FAILED)  \]|tests? ran|^tests: ' "$f" | tr '\n' ' ' | cut -c1-160; } ;;
     train_*) { grep -iE 'test (precision|accuracy)|verif|max.*diff|s/epoch|epoch [0-9]+' "$f" | tail -3 | tr '\n' ' ' | cut -c1-200; } ;;
-    gemm_bench|gemm_splits) { grep -ciE 'fail|mismatch' "$f" | sed 's/^/lines with fail|mismatch: /'; } ;;
+    gemm_bench|gemm_splits*) { grep -ciE 'fail|mismatch' "$f" | sed 's/^/lines with fail|mismatch: /'; } ;;
     torch_*) { grep -E '^(epoch_seconds|test precision)' "$f" | tr '\n' ' ' | cut -c1-200; } ;;
     sanitize_script) { grep -E '^  (FAIL )?[a-z]+ np=' "$f" | cut -c1-60 | tr '\n' ';' | cut -c1-200; } ;;
     sanitize_*) { grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^tests: |FAILED' "$f" | sort | uniq -c | tr '\n' ' ' | cut -c1-200; } ;;
@@ -125,6 +125,13 @@ step gemm_bench 100 "${KITENV[@]}" "$BIN/gemm_bench" --configs --repeats 30 --cs
 #    Every configuration at 1-16 k-slices at the trainer's shapes (warptile_plan's input).
 step gemm_splits 100 "${KITENV[@]}" "$BIN/gemm_bench" --variants 0,4 --configs --splits 1,2,3,4,6,8,12,16 \
   --no-big --repeats 20 --csv "$LOGS/gemm_splits.csv"
+#    The same sweep at the other shapes the trainer is timed at (H = 1024 with B = 1000 and 3000,
+#    H = 256 with B = 100), so the plan is checked beyond H = 512.
+for hb in 1024:1000 1024:3000 256:100; do
+  step "gemm_splits_${hb/:/_}" 100 "${KITENV[@]}" "$BIN/gemm_bench" --variants 0,4 --configs \
+    --splits 1,2,3,4,6,8,12,16 --hidden "${hb%:*}" --batch "${hb#*:}" --no-big --repeats 20 \
+    --csv "$LOGS/gemm_splits_${hb/:/_}.csv"
+done
 # 5. Two ranks on one GPU: the suite, then the three strategies with --verify.
 step tests_np2 120 "${TWO[@]}" "$BIN/nn_tests"
 step train_ps_np2 45 "${TWO[@]}" "$BIN/nn_train" "${TRAIN[@]}" --epochs 1 --strategy ps --verify

@@ -156,6 +156,9 @@ TEST(GemmWarptile, PlanIsValid) {
     if (s[0] <= 16) {
       EXPECT_EQ(p.cfg, 3) << "M <= 16 uses the 16x64 tile";
     }
+    if (p.splits > 1) {
+      EXPECT_GE(s[2] / p.splits, 16) << "split-K never makes slices shorter than 16";
+    }
   }
 }
 
