@@ -137,6 +137,17 @@ const Spec kSpecs[] = {
    "overlapping layer 2's reduction with the dW1 GEMM",
    [](const Config& c) { return std::string(c.overlap ? "off" : "on"); },
    [](Config& c, const std::string& v) { c.overlap = !to_bool(v); }},
+  {"node-shared", "M", "--device cpu, --strategy allreduce, ranks on one node: one copy of the "
+   "weights in shared memory, each rank steps its columns of W1 (no W1 gradient is sent); auto "
+   "(where possible) | on (an error where not) | off (all-reduce the whole gradient)",
+   [](const Config& c) { return std::string(node_shared_name(c.node_shared)); },
+   [](Config& c, const std::string& v) {
+     const std::string s = trim(v);
+     if (s == "auto") c.node_shared = NodeShared::Auto;
+     else if (s == "on") c.node_shared = NodeShared::On;
+     else if (s == "off") c.node_shared = NodeShared::Off;
+     else throw BadValue{s.empty() ? "missing value" : "must be auto, on or off"};
+   }},
   {"mpi", "M", "host (stage through pinned host memory) | device (device pointers to a "
    "CUDA-aware MPI)",
    [](const Config& c) { return std::string(c.mpi_device ? "device" : "host"); },

@@ -81,6 +81,34 @@ std::vector<double> gather_to_root(const std::vector<double>& mine);
 // unless SIM_MPI_CUDA_AWARE=0 pretends otherwise (to test the refusal).
 std::string device_pointer_support();
 
+// ---- memory the ranks of one node share (MPI-3 shared windows; src/comm/node_shared.cpp) ----
+// True when every rank of the job runs on this node (MPI_COMM_TYPE_SHARED spans them all).
+bool one_node();
+// A window of memory that every rank maps: this rank brings `bytes` of it (0 allowed: of(q) is
+// then null) and of(q) is rank q's part as this process sees it, page-aligned, at least the
+// bytes asked for. Collective over all ranks, which must all be on this node (one_node()). sync() is the
+// fence between writers and readers: every rank's stores before it are seen by every rank
+// after it (MPI_Win_sync, MPI_Barrier, MPI_Win_sync under a lock_all epoch). Freed by the
+// destructor (collective too: every rank destroys its NodeShared at the same point).
+class NodeShared {
+ public:
+  explicit NodeShared(std::size_t bytes);
+  ~NodeShared();
+  NodeShared(const NodeShared&) = delete;
+  NodeShared& operator=(const NodeShared&) = delete;
+  void* of(int rank) const;
+  void* mine() const { return of(my_rank_); }
+  void sync() const;
+  // MPI_Win_sync alone: a memory fence. fence(); a collective every rank is in; fence() is
+  // sync() with that collective as its barrier.
+  void fence() const;
+  struct Impl;  // MPI's handles; node_shared.cpp only
+
+ private:
+  std::unique_ptr<Impl> impl_;
+  int my_rank_ = 0;
+};
+
 // Rank 0's n bytes at p reach every rank (p must hold n bytes everywhere); chunked past INT_MAX.
 void broadcast_bytes(void* p, std::size_t n);
 // Rank 0's vector (length and contents) reaches every rank.

@@ -20,7 +20,10 @@ struct RunFingerprint {
   std::uint64_t n_val = 0;         // validation images
   double lr = 0, reg = 0;          // --lr, --reg
   std::uint32_t ranks = 0;         // MPI ranks (the shards and shuffles depend on them)
-  std::uint32_t strategy = 0;      // Strategy: 0 allreduce, 1 ps, 2 model
+  std::uint32_t strategy = 0;      // Strategy: 0 allreduce, 1 ps, 2 model, or kAllreduceNodeShared
+  // --device cpu, allreduce with the weights in the node's shared memory (--node-shared): the
+  // same maths in another summation order, so a run never resumes across the two.
+  static constexpr std::uint32_t kAllreduceNodeShared = 3;
   std::uint32_t gemm = 0;          // --gemm variant (summation orders differ), or kCpuBlas/kCpuOneDnn
   static constexpr std::uint32_t kCpuBlas = 255;    // --device cpu on OpenBLAS, whatever --gemm says
   static constexpr std::uint32_t kCpuOneDnn = 254;  // --device cpu on oneDNN (--cpu-gemm; files before

@@ -192,6 +192,12 @@ NN_CPU_CLONES void sgd(float* p, const float* g, std::size_t n, float lr) {
 NN_CPU_CLONES void sgd(double* p, const double* g, std::size_t n, double lr) {
   for (std::size_t i = 0; i < n; ++i) p[i] -= lr * g[i];
 }
+NN_CPU_CLONES void sgd_decay(float* p, const float* g, std::size_t n, float lr, float reg) {
+  for (std::size_t i = 0; i < n; ++i) p[i] -= lr * (g[i] + reg * p[i]);
+}
+NN_CPU_CLONES void sgd_decay(double* p, const double* g, std::size_t n, double lr, double reg) {
+  for (std::size_t i = 0; i < n; ++i) p[i] -= lr * (g[i] + reg * p[i]);
+}
 void softmax_xent(float* Z, const float* b2, const std::uint8_t* y, int C, int b, float inv_B, double* loss,
                   std::uint64_t* hits) {
   softmax_impl(Z, b2, y, C, b, inv_B, loss, hits);

@@ -46,6 +46,9 @@ void sum_blocks(const double* partial, int nblocks, int H, double* db);
 // p -= lr * g over n entries.
 void sgd(float* p, const float* g, std::size_t n, float lr);
 void sgd(double* p, const double* g, std::size_t n, double lr);
+// p <- p - lr (g + reg p): the step with the L2 term added to the gradient here.
+void sgd_decay(float* p, const float* g, std::size_t n, float lr, float reg);
+void sgd_decay(double* p, const double* g, std::size_t n, double lr, double reg);
 
 // Per column of the C x b scores Z (+ b2 when b2 != nullptr): the max-shifted softmax, the
 // cross-entropy added to *loss, the lowest-index argmax compared with y (hits), and

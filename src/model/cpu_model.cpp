@@ -69,6 +69,9 @@ CpuModel<T>::CpuModel(int D, int H, int C, int max_cols, CpuGemm gemm_lib)
       ylab_(max_cols_),
       gemm_lib_(gemm_lib) {
   if (D < 1 || H < 0 || C < 1) throw std::invalid_argument("CpuModel: D, C must be positive, H >= 0");
+  P_ = params_.data();
+  Xp_ = X_.data();
+  dA1p_ = dA1_.data();
   if (std::is_same_v<T, double> && gemm_lib != CpuGemm::OpenBLAS)
     throw std::invalid_argument("CpuModel<double>: oneDNN has no double GEMM");
 }
@@ -76,7 +79,81 @@ CpuModel<T>::CpuModel(int D, int H, int C, int max_cols, CpuGemm gemm_lib)
 template <class T>
 void CpuModel<T>::set_params(const std::vector<T>& packed) {
   if (packed.size() != lay_.total()) throw std::invalid_argument("set_params: wrong size");
-  params_ = packed;
+  if (!node_shared()) {
+    std::copy(packed.begin(), packed.end(), P_);
+    return;
+  }
+  // Every rank passes the same values and writes only what it owns.
+  const auto [w0, w1] = owned_w1();
+  std::copy(packed.begin() + std::ptrdiff_t(w0), packed.begin() + std::ptrdiff_t(w1), P_ + w0);
+  const auto [s0, s1] = owned_small();
+  std::copy(packed.begin() + std::ptrdiff_t(s0), packed.begin() + std::ptrdiff_t(s1), P_ + s0);
+  shared_.sync();
+}
+
+template <class T>
+void CpuModel<T>::use_node_shared(SharedParts parts) {
+  const int p = int(parts.X.size());
+  if (p < 1 || parts.dZ1.size() != parts.X.size() || parts.rank < 0 || parts.rank >= p || !parts.params ||
+      !parts.sync || fused_)
+    throw std::invalid_argument("use_node_shared: incomplete parts (or fuse_w1_step on)");
+  for (int q = 0; q < p; ++q)
+    if (!parts.X[std::size_t(q)] || !parts.dZ1[std::size_t(q)])
+      throw std::invalid_argument("use_node_shared: a rank's part is missing");
+  shared_ = std::move(parts);
+  P_ = shared_.params;
+  Xp_ = shared_.X[std::size_t(shared_.rank)];
+  dA1p_ = shared_.dZ1[std::size_t(shared_.rank)];
+  // The private buffers are not used any more.
+  std::vector<T>().swap(params_);
+  std::vector<T>().swap(X_);
+  std::vector<T>().swap(dA1_);
+}
+
+template <class T>
+std::pair<std::size_t, std::size_t> CpuModel<T>::owned_w1() const {
+  const std::size_t p = shared_.X.size(), r = std::size_t(shared_.rank), D = std::size_t(lay_.D);
+  return {lay_.W1() + D * r / p * std::size_t(lay_.H), lay_.W1() + D * (r + 1) / p * std::size_t(lay_.H)};
+}
+
+template <class T>
+std::pair<std::size_t, std::size_t> CpuModel<T>::owned_small() const {
+  const std::size_t p = shared_.X.size(), r = std::size_t(shared_.rank), b1 = lay_.b1(), n = lay_.total() - b1;
+  return {b1 + n * r / p, b1 + n * (r + 1) / p};
+}
+
+template <class T>
+void CpuModel<T>::node_shared_step(T lr, T reg, const std::vector<int>& cols) {
+  NN_RANGE("step");
+  if (!node_shared() || cols.size() != shared_.X.size())
+    throw std::logic_error("node_shared_step: not in node-shared mode, or one count per rank missing");
+  const int D = lay_.D, H = lay_.H;
+  const auto [w0, w1] = owned_w1();  // W1's columns [c0, c1): values [c0 H, c1 H)
+  const int c0 = int(w0 / std::size_t(std::max(H, 1))), n = int((w1 - w0) / std::size_t(std::max(H, 1)));
+  if (H > 0 && n > 0) {
+    // This rank's columns of the whole batch's dW1 = sum_q dZ1_q X_q^T, in rank order, into
+    // its part of the (otherwise unused) W1 gradient buffer: one GEMM per rank, beta = 1 after
+    // the first. Then one pass W1 <- W1 - lr (dW1 + reg W1): the step of the all-reduce path
+    // (whose gradient carries reg W1), touching the shared weights once.
+    NN_RANGE("backward GEMM 3");
+    T* G = grads_.data() + lay_.W1() + w0;
+    bool first = true;
+    for (std::size_t q = 0; q < cols.size(); ++q) {
+      if (cols[q] < 1) continue;
+      cpu_gemm(gemm_lib_, false, true, H, n, cols[q], T(1), shared_.dZ1[q], H, shared_.X[q] + c0, D,
+               first ? T(0) : T(1), G, H);
+      first = false;
+    }
+    if (first) std::fill(G, G + (w1 - w0), T(0));
+    T* W = P_ + lay_.W1() + w0;
+    split(w1 - w0, 4096, [&](std::size_t lo, std::size_t hi) {
+      if (reg != T(0)) cpu::sgd_decay(W + lo, G + lo, hi - lo, lr, reg);
+      else cpu::sgd(W + lo, G + lo, hi - lo, lr);
+    });
+  }
+  const auto [s0, s1] = owned_small();
+  cpu::sgd(P_ + s0, grads_.data() + s0, s1 - s0, lr);
+  shared_.sync();
 }
 
 template <class T>
@@ -112,17 +189,17 @@ void CpuModel<T>::gather(const std::uint8_t* images, const std::uint32_t* idx, i
   const std::size_t D = std::size_t(lay_.D);
   split(std::size_t(b), 16, [&](std::size_t lo, std::size_t hi) {
     cpu::gather_normalize(idx ? images : images + lo * D, idx ? idx + lo : nullptr, int(hi - lo), int(D),
-                          X_.data() + lo * D);
+                          Xp_ + lo * D);
   });
 }
 
 template <class T>
 void CpuModel<T>::hidden_forward(int b) {
   const int D = lay_.D, H = lay_.H;
-  const T* P = params_.data();
+  const T* P = P_;
   {
     NN_RANGE("forward GEMM 1");
-    cpu_gemm(gemm_lib_, false, false, H, b, D, T(1), P + lay_.W1(), H, X_.data(), D, T(0), A1_.data(), H);
+    cpu_gemm(gemm_lib_, false, false, H, b, D, T(1), P + lay_.W1(), H, Xp_, D, T(0), A1_.data(), H);
   }
   split(std::size_t(b), 16, [&](std::size_t lo, std::size_t hi) {
     cpu::bias_sigmoid(A1_.data() + lo * std::size_t(H), P + lay_.b1(), H, int(hi - lo));
@@ -133,7 +210,7 @@ template <class T>
 void CpuModel<T>::scores_forward(int b) {
   NN_RANGE("forward GEMM 2");
   const int H = lay_.H, C = lay_.C;
-  cpu_gemm(gemm_lib_, false, false, C, b, H, T(1), params_.data() + lay_.W2(), C, A1_.data(), H, T(0), Z2_.data(),
+  cpu_gemm(gemm_lib_, false, false, C, b, H, T(1), P_ + lay_.W2(), C, A1_.data(), H, T(0), Z2_.data(),
            C);
 }
 
@@ -142,7 +219,7 @@ void CpuModel<T>::scores_forward(int b) {
 // in place of the scores.
 template <class T>
 void CpuModel<T>::softmax_loss(int b, T inv_B, bool add_b2, bool stats) {
-  cpu::softmax_xent(Z2_.data(), add_b2 ? params_.data() + lay_.b2() : nullptr, ylab_.data(), lay_.C, b, inv_B,
+  cpu::softmax_xent(Z2_.data(), add_b2 ? P_ + lay_.b2() : nullptr, ylab_.data(), lay_.C, b, inv_B,
                     stats ? &loss_ : nullptr, stats ? &correct_ : nullptr);
 }
 
@@ -159,7 +236,7 @@ void CpuModel<T>::layer2_grads(int b, bool with_reg, T reg) {
     NN_RANGE("backward GEMM 1");
     cpu_gemm(gemm_lib_, false, true, H, C, b, T(1), A1_.data(), H, dZ2, C, T(0), dW2t_.data(), H);
     T* dW2 = G + lay_.W2();
-    const T* W2 = params_.data() + lay_.W2();
+    const T* W2 = P_ + lay_.W2();
     for (int h = 0; h < H; ++h)
       for (int c = 0; c < C; ++c) {
         const std::size_t at = std::size_t(h) * C + c;
@@ -168,7 +245,7 @@ void CpuModel<T>::layer2_grads(int b, bool with_reg, T reg) {
       }
   } else if (H > 0) {
     NN_RANGE("backward GEMM 1");
-    if (with_reg) std::memcpy(G + lay_.W2(), params_.data() + lay_.W2(), sizeof(T) * std::size_t(C) * H);
+    if (with_reg) std::memcpy(G + lay_.W2(), P_ + lay_.W2(), sizeof(T) * std::size_t(C) * H);
     cpu_gemm(gemm_lib_, false, true, C, H, b, T(1), dZ2, C, A1_.data(), H, with_reg ? reg : T(0), G + lay_.W2(), C);
   }
   T* db2 = G + lay_.b2();
@@ -184,33 +261,34 @@ void CpuModel<T>::layer1_grads(int b, bool with_reg, T reg) {
   const int D = lay_.D, H = lay_.H, C = lay_.C;
   if (H == 0) return;
   T* G = grads_.data();
-  const T* P = params_.data();
+  const T* P = P_;
   {
     NN_RANGE("backward GEMM 2");
-    cpu_gemm(gemm_lib_, true, false, H, b, C, T(1), P + lay_.W2(), C, Z2_.data(), C, T(0), dA1_.data(), H);
+    cpu_gemm(gemm_lib_, true, false, H, b, C, T(1), P + lay_.W2(), C, Z2_.data(), C, T(0), dA1p_, H);
   }
   // By blocks of columns, so each thread streams its own columns; db1 = the blocks' sums added
   // in block order, whatever the threads (cpu_kernels.h).
   const int blocks = (b + cpu::kColumnBlock - 1) / cpu::kColumnBlock;
   split(std::size_t(blocks), 1, [&](std::size_t lo, std::size_t hi) {
-    cpu::sigmoid_backward_blocks(dA1_.data(), A1_.data(), H, b, int(lo), int(hi), db1_blocks_.data());
+    cpu::sigmoid_backward_blocks(dA1p_, A1_.data(), H, b, int(lo), int(hi), db1_blocks_.data());
   });
   cpu::sum_blocks(db1_blocks_.data(), blocks, H, G + lay_.b1());
+  if (node_shared()) return;  // dW1 is node_shared_step's, from every rank's dZ1 and X
   NN_RANGE("backward GEMM 3");
   if (fused_) {  // the step itself, straight into W1 (fuse_w1_step)
     // The decay as its own pass W1 -= (lr reg) W1, not as the GEMM's beta = 1 - lr reg: that
     // factor rounds the same way at every step, a drift of up to 3e-8 per step in float
     // (1.2e-5 in W1 after 1620 steps, measured), where separate roundings average out.
-    T* W1 = params_.data() + lay_.W1();
+    T* W1 = P_ + lay_.W1();
     if (with_reg)
       split(std::size_t(H) * D, 4096, [&](std::size_t lo, std::size_t hi) {
         cpu::sgd(W1 + lo, W1 + lo, hi - lo, fused_lr_ * reg);
       });
-    cpu_gemm(gemm_lib_, false, true, H, D, b, -fused_lr_, dA1_.data(), H, X_.data(), D, T(1), W1, H);
+    cpu_gemm(gemm_lib_, false, true, H, D, b, -fused_lr_, dA1p_, H, Xp_, D, T(1), W1, H);
     return;
   }
   if (with_reg) std::memcpy(G + lay_.W1(), P + lay_.W1(), sizeof(T) * std::size_t(H) * D);
-  cpu_gemm(gemm_lib_, false, true, H, D, b, T(1), dA1_.data(), H, X_.data(), D, with_reg ? reg : T(0), G + lay_.W1(),
+  cpu_gemm(gemm_lib_, false, true, H, D, b, T(1), dA1p_, H, Xp_, D, with_reg ? reg : T(0), G + lay_.W1(),
            H);
 }
 
@@ -220,11 +298,12 @@ template <class T>
 void CpuModel<T>::zero_grads_with_reg(bool with_reg, T reg) {
   std::fill(grads_.begin(), grads_.end(), T(0));
   if (!with_reg) return;
+  // Node-shared: W1's decay is node_shared_step's.
   if (fused_)  // the step's W1 part now: W1 <- W1 - lr reg W1
-    for (std::size_t i = 0; i < std::size_t(lay_.H) * lay_.D; ++i) params_[lay_.W1() + i] -= fused_lr_ * (reg * params_[lay_.W1() + i]);
-  else
-    for (std::size_t i = 0; i < std::size_t(lay_.H) * lay_.D; ++i) grads_[lay_.W1() + i] = reg * params_[lay_.W1() + i];
-  for (std::size_t i = 0; i < std::size_t(lay_.C) * lay_.H; ++i) grads_[lay_.W2() + i] = reg * params_[lay_.W2() + i];
+    for (std::size_t i = 0; i < std::size_t(lay_.H) * lay_.D; ++i) P_[lay_.W1() + i] -= fused_lr_ * (reg * P_[lay_.W1() + i]);
+  else if (!node_shared())
+    for (std::size_t i = 0; i < std::size_t(lay_.H) * lay_.D; ++i) grads_[lay_.W1() + i] = reg * P_[lay_.W1() + i];
+  for (std::size_t i = 0; i < std::size_t(lay_.C) * lay_.H; ++i) grads_[lay_.W2() + i] = reg * P_[lay_.W2() + i];
 }
 
 template <class T>
@@ -280,7 +359,7 @@ void CpuModel<T>::partial_scores_phase(std::size_t offset, int b, bool add_b2) {
   hidden_forward(b);
   scores_forward(b);
   if (add_b2) {
-    const T* b2 = params_.data() + lay_.b2();
+    const T* b2 = P_ + lay_.b2();
     for (int j = 0; j < b; ++j)
       for (int k = 0; k < C; ++k) Z2_[std::size_t(j) * C + k] += b2[k];
   }
@@ -318,9 +397,10 @@ void CpuModel<T>::upload_grads(const T* host) {
 template <class T>
 void CpuModel<T>::sgd_step(T lr) {
   NN_RANGE("step");
+  if (node_shared()) throw std::logic_error("sgd_step: node-shared mode steps with node_shared_step");
   const std::size_t from = fused_ ? lay_.b1() : 0;  // fused: W1 was stepped by its GEMM
-  split(params_.size() - from, 4096, [&](std::size_t lo, std::size_t hi) {
-    cpu::sgd(params_.data() + from + lo, grads_.data() + from + lo, hi - lo, lr);
+  split(lay_.total() - from, 4096, [&](std::size_t lo, std::size_t hi) {
+    cpu::sgd(P_ + from + lo, grads_.data() + from + lo, hi - lo, lr);
   });
 }
 

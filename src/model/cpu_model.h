@@ -7,7 +7,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/cpu_gemm.h"
@@ -45,7 +47,7 @@ class CpuModel {
   std::size_t num_params() const { return lay_.total(); }
 
   void set_params(const std::vector<T>& packed);
-  std::vector<T> get_params() const { return params_; }
+  std::vector<T> get_params() const { return std::vector<T>(P_, P_ + lay_.total()); }
   std::vector<T> get_grads() const { return grads_; }
 
   void set_train_data(CpuImages&& shard);
@@ -93,9 +95,36 @@ class CpuModel {
   // [b1 | W2 | b2] only, and the W1 part of the gradient buffer is not written. Off by default;
   // the same lr must reach sgd_step.
   void fuse_w1_step(bool on, T lr) {
+    if (on && node_shared()) throw std::logic_error("fuse_w1_step: the model is node-shared");
     fused_ = on;
     fused_lr_ = lr;
   }
+
+  // Node-shared data parallelism (every rank on one node; src/train/exchange.h): the
+  // parameters live once, in memory all the node's ranks map, and each rank's X and dZ1 in
+  // its own part of shared memory that the others read. Rank r owns columns [D r / p,
+  // D (r+1) / p) of W1 (one contiguous block) and the r-th p-th of [b1 | W2 | b2]: after the
+  // backward pass (which then leaves dW1 out) and the sum of the [b1 | W2 | b2] gradient over
+  // the ranks, node_shared_step() computes its columns of the whole batch's dW1 from every
+  // rank's (dZ1, X), steps what it owns and calls sync: no W1 gradient is exchanged at all.
+  struct SharedParts {
+    T* params = nullptr;          // the one copy of [W1 | b1 | W2 | b2] (num_params values)
+    std::vector<T*> X, dZ1;       // every rank's X and dZ1 (shared_part_values(...) each)
+    int rank = 0;                 // this rank's index in X, dZ1
+    std::function<void()> sync;   // every rank's stores before it seen by all after it
+  };
+  // Values of one rank's part: X (D x max_cols) then dZ1 (H x max_cols).
+  static std::size_t shared_part_values(int D, int H, int max_cols) {
+    return (std::size_t(D) + std::size_t(H)) * std::size_t(max_cols < 1 ? 1 : max_cols);
+  }
+  // Before set_params; the parts must hold this model's max_cols (each rank its own).
+  // set_params then writes this rank's share and syncs (collective over the node).
+  void use_node_shared(SharedParts parts);
+  bool node_shared() const { return !shared_.X.empty(); }
+  // The step in node-shared mode, after the backward pass and the [b1 | W2 | b2] sum in
+  // grads(): W1's owned columns <- W1 - lr (sum_q dZ1_q X_q^T + reg W1) over every rank q's
+  // cols[q] batch columns, the owned part of [b1 | W2 | b2] <- p - lr g, then sync. Collective.
+  void node_shared_step(T lr, T reg, const std::vector<int>& cols);
 
   void reset_stats();
   void read_stats(double& loss_sum, std::uint64_t& correct) const;
@@ -122,6 +151,8 @@ class CpuModel {
   void layer2_grads(int b, bool with_reg, T reg);
   void layer1_grads(int b, bool with_reg, T reg);
   void zero_grads_with_reg(bool with_reg, T reg);
+  std::pair<std::size_t, std::size_t> owned_w1() const;     // node-shared: its columns of W1 (values)
+  std::pair<std::size_t, std::size_t> owned_small() const;  // node-shared: its part of [b1 | W2 | b2]
 
   ParamLayout lay_;
   int max_cols_;
@@ -137,6 +168,10 @@ class CpuModel {
   std::uint64_t correct_ = 0;
   GraphStats gstats_;
   std::function<void()> phase_hook_;
+  T* P_ = nullptr;     // the parameters: params_, or the node's shared copy
+  T* Xp_ = nullptr;    // X: X_, or this rank's shared part
+  T* dA1p_ = nullptr;  // dA1, then dZ1 in place: dA1_, or this rank's shared part
+  SharedParts shared_;
   bool fused_ = false;  // fuse_w1_step
   T fused_lr_ = 0;
   CpuGemm gemm_lib_;

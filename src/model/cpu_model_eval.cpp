@@ -27,8 +27,8 @@ void CpuModel<T>::read_stats(double& loss_sum, std::uint64_t& correct) const {
 template <class T>
 double CpuModel<T>::weight_sq_norm() const {
   double s = 0;
-  for (std::size_t i = 0; i < std::size_t(lay_.H) * lay_.D; ++i) s += double(params_[lay_.W1() + i]) * params_[lay_.W1() + i];
-  for (std::size_t i = 0; i < std::size_t(lay_.C) * lay_.H; ++i) s += double(params_[lay_.W2() + i]) * params_[lay_.W2() + i];
+  for (std::size_t i = 0; i < std::size_t(lay_.H) * lay_.D; ++i) s += double(P_[lay_.W1() + i]) * P_[lay_.W1() + i];
+  for (std::size_t i = 0; i < std::size_t(lay_.C) * lay_.H; ++i) s += double(P_[lay_.W2() + i]) * P_[lay_.W2() + i];
   return s;
 }
 
@@ -37,7 +37,7 @@ std::uint64_t CpuModel<T>::evaluate(const CpuImages& data) {
   NN_RANGE("evaluate");
   if (data.n > 0 && data.D != lay_.D) throw std::invalid_argument("evaluate: image size != D");
   const int C = lay_.C;
-  const T* b2 = params_.data() + lay_.b2();
+  const T* b2 = P_ + lay_.b2();
   std::uint64_t hits = 0;
   for (std::size_t start = 0; start < data.n; start += std::size_t(max_cols_)) {
     const int m = int(std::min<std::size_t>(std::size_t(max_cols_), data.n - start));
@@ -67,7 +67,7 @@ typename CpuModel<T>::GemmTiming CpuModel<T>::time_step_gemms(int b, int reps) c
   // Scratch copies of the step's operands (values in the ranges training sees), so the model's
   // own buffers are left alone; allocated here, once, outside any training step.
   std::vector<T> X(std::size_t(D) * b, T(0.5)), A1(std::size_t(H) * b, T(0.5)), Z2(std::size_t(C) * b, T(0.01)),
-      dA1(std::size_t(H) * b), G(lay_.total()), P(params_);
+      dA1(std::size_t(H) * b), G(lay_.total()), P(get_params());
   const auto step = [&] {
     cpu_gemm(gemm_lib_, false, false, H, b, D, T(1), P.data() + lay_.W1(), H, X.data(), D, T(0), A1.data(), H);
     cpu_gemm(gemm_lib_, false, false, C, b, H, T(1), P.data() + lay_.W2(), C, A1.data(), H, T(0), Z2.data(), C);

@@ -14,4 +14,13 @@ const char* strategy_name(Strategy s) {
   return "?";
 }
 
+const char* node_shared_name(NodeShared m) {
+  switch (m) {
+    case NodeShared::Auto: return "auto";
+    case NodeShared::On: return "on";
+    case NodeShared::Off: return "off";
+  }
+  return "?";
+}
+
 }  // namespace nn::train

@@ -21,6 +21,13 @@ const char* strategy_name(Strategy s);  // "allreduce", "ps", "model"
 enum class Device { Gpu, Cpu };
 const char* device_name(Device d);  // "gpu", "cpu"
 
+// --node-shared: one copy of the weights in the node's shared memory (--device cpu, data
+// parallel, every rank on one node; setup.h's use_node_shared). Auto: wherever that holds;
+// On: the same, but an error where it cannot (ps, model, the GPU, ranks on several nodes);
+// Off: never (the whole gradient all-reduced, as before 2026-11-26).
+enum class NodeShared { Auto, On, Off };
+const char* node_shared_name(NodeShared m);
+
 struct Config {
   std::string data = "data/current";  // IDX directory: {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]
   int hidden = 256;                   // H
@@ -46,6 +53,7 @@ struct Config {
   bool profile = false;               // barriers + device syncs at phase boundaries (perturbs timings)
   Strategy strategy = Strategy::Allreduce;
   bool overlap = true;                // data parallel: reduce layer 2 while the dW1 GEMM runs
+  NodeShared node_shared = NodeShared::Auto;  // --device cpu, ranks on one node: shared weights (setup.h)
   bool mpi_device = false;            // --mpi device: device pointers to a CUDA-aware MPI
   bool graph = false;                 // replay each step's kernels as CUDA Graphs
   Device device = Device::Gpu;        // --device gpu | cpu

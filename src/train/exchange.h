@@ -6,6 +6,7 @@
 // Internal to src/train (included by trainer.cpp); tested by tests/train/test_strategies.cpp.
 #pragma once
 #include <cstddef>
+#include <vector>
 
 #include "comm/comm.h"
 #include "common/nvtx.h"
@@ -47,6 +48,28 @@ void exchange_in_host_memory(Run<T, Model>& R) {
   NN_RANGE(R.mpi_range);
   reduce_region(R, g + R.n1, R.n2).wait();
   reduce_region_now(R, g, R.n1);
+}
+
+// --device cpu, node-shared (setup.h, share_node_memory): every rank's X and dZ1 are in
+// memory the node's ranks share and the weights exist once. Only [b1 | W2 | b2] is summed, in
+// place, between two memory fences (so every rank's X and dZ1 stores are seen by all after
+// it); then each rank steps what it owns, W1's rows by GEMMs over every rank's columns
+// (CpuModel::node_shared_step), and all meet again before anybody reads the weights.
+template <class T, class Model>
+void step_node_shared(Run<T, Model>& R, std::size_t k) {
+  T* g = R.model.grads();
+  const std::size_t b1 = R.full_layout.b1();
+  R.timer.mark(Mark::Allreduce);
+  {
+    NN_RANGE(R.mpi_range);
+    R.s.shm->fence();
+    comm::allreduce_sum(g + b1, R.np - b1);
+    R.s.shm->fence();
+  }
+  R.timer.mark(Mark::Step);
+  std::vector<int>& cols = R.shared_cols;
+  for (int q = 0; q < R.p; ++q) cols[std::size_t(q)] = int(part(R.plan, q, k).count);
+  R.model.node_shared_step(R.lr, R.reg, cols);
 }
 
 // --mpi device: CUDA-aware MPI reads and writes the gradient buffer itself.

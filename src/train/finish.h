@@ -116,6 +116,7 @@ nlohmann::ordered_json performance_report(Run<T, Model>& R) {
     in.n_train = R.sz.n_fit;
     in.gemm = cfg.gemm;
     in.profile = cfg.profile;
+    in.node_shared = R.s.shm != nullptr;
     in.D = kInputDim;
     in.C = kNumClasses;
     in.batches = R.timer.batches();
@@ -128,7 +129,8 @@ nlohmann::ordered_json performance_report(Run<T, Model>& R) {
       std::fflush(R.out);
     }
     report["strategy"] = strategy_name(cfg.strategy);
-    report["overlap"] = !R.mp && R.overlap;
+    report["overlap"] = !R.mp && R.overlap && !R.s.shm;
+    report["node_shared"] = R.s.shm != nullptr;
     report["overlap_polls"] = R.res.overlap_polls;
     report["mpi_memory"] = cfg.mpi_device ? "device" : "host";
     if constexpr (kOnHost<Model>)

@@ -39,6 +39,10 @@ void validate(const Config& cfg) {
   if (cfg.device == Device::Cpu && cfg.mpi_device)
     bad("--mpi device is for --device gpu (with --device cpu, MPI already reduces the gradient in place)");
   if (cfg.device == Device::Cpu && cfg.graph) bad("--graph (CUDA Graphs) is for --device gpu");
+  if (cfg.node_shared == NodeShared::On && cfg.device != Device::Cpu)
+    bad("--node-shared on is for --device cpu (GPUs exchange gradients through MPI)");
+  if (cfg.node_shared == NodeShared::On && cfg.strategy != Strategy::Allreduce)
+    bad(std::string("--node-shared on works with --strategy allreduce, not ") + strategy_name(cfg.strategy));
   if (cfg.device != Device::Cpu && cfg.cpu_gemm != CpuGemm::Auto && cfg.cpu_gemm != CpuGemm::OpenBLAS)
     bad(std::string("--cpu-gemm ") + cpu_gemm_name(cfg.cpu_gemm) + " is for --device cpu");
   if (!cpu_gemm_available(cfg.cpu_gemm))

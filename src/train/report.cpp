@@ -212,7 +212,8 @@ nlohmann::ordered_json make_report(const ReportInputs& in) {
 
   const double F = batch_flops(in.batch, in.hidden, in.D, in.C);
   const double bytes = gradient_bytes(in.hidden, in.D, in.C, in.is_double ? 8 : 4);
-  j["per_batch"] = {{"flops", F}, {"pci_bytes", bytes}, {"mpi_bytes", bytes}, {"batches", bs.size()}};
+  const double mpi_bytes = in.node_shared ? gradient_bytes(in.hidden, 0, in.C, in.is_double ? 8 : 4) : bytes;
+  j["per_batch"] = {{"flops", F}, {"pci_bytes", bytes}, {"mpi_bytes", mpi_bytes}, {"batches", bs.size()}};
 
   const auto p_flops = ratio(F, median(compute));
   const auto p_pci = ratio(bytes, median(pci));

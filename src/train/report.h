@@ -90,6 +90,7 @@ struct ReportInputs {
   std::size_t n_train = 0;  // images trained on (validation tail excluded)
   int gemm = 0;
   bool profile = false;
+  bool node_shared = false;  // --device cpu, shared weights: MPI carries [b1 | W2 | b2] only
   double gemm_flops_per_s = 0;
   int D = 784, C = 10;
   std::vector<BatchTiming> batches;  // every batch of the run, in order

@@ -31,7 +31,10 @@ std::uint32_t data_crc(const HostData& data, std::size_t n_fit) {
 // One error naming the first field that differs between the saved run and this one.
 void check_fingerprint(const std::string& file, const RunFingerprint& was, const RunFingerprint& now) {
   const auto num = [](auto v) { return std::to_string(v); };
-  const auto strat = [](std::uint32_t v) { return std::string(v <= 2 ? strategy_name(Strategy(v)) : "?"); };
+  const auto strat = [](std::uint32_t v) {
+    if (v == RunFingerprint::kAllreduceNodeShared) return std::string("allreduce with --node-shared weights");
+    return std::string(v <= 2 ? strategy_name(Strategy(v)) : "?");
+  };
   const auto differ = [&](const std::string& what, const std::string& a, const std::string& b) {
     throw UserError(file + ": cannot resume: " + what + " is " + a + " in the saved run, " + b +
                     " in this one (restore it, or start a new run with another --save file)");
@@ -45,7 +48,6 @@ void check_fingerprint(const std::string& file, const RunFingerprint& was, const
   if (was.lr != now.lr) differ("--lr", shown_number(was.lr), shown_number(now.lr));
   if (was.reg != now.reg) differ("--reg", shown_number(was.reg), shown_number(now.reg));
   if (was.ranks != now.ranks) differ("the number of MPI ranks", num(was.ranks), num(now.ranks));
-  if (was.strategy != now.strategy) differ("--strategy", strat(was.strategy), strat(now.strategy));
   const auto gemm = [](std::uint32_t v) {
     if (v == RunFingerprint::kCpuBlas) return std::string("--device cpu --cpu-gemm openblas");
     if (v == RunFingerprint::kCpuOneDnn) return std::string("--device cpu --cpu-gemm onednn");
@@ -53,6 +55,8 @@ void check_fingerprint(const std::string& file, const RunFingerprint& was, const
   };
   if (was.gemm != now.gemm)
     differ("the device and GEMM (--device, --gemm, --cpu-gemm)", gemm(was.gemm), gemm(now.gemm));
+  if (was.strategy != now.strategy)
+    differ("the exchange (--strategy, --node-shared)", strat(was.strategy), strat(now.strategy));
   if (was.shuffle != now.shuffle)
     differ("shuffling (--no-shuffle)", was.shuffle ? "on" : "off", now.shuffle ? "on" : "off");
   if (was.data_crc != now.data_crc)
@@ -70,7 +74,11 @@ RunFingerprint fingerprint_of(const Config& cfg, const HostData& data, const Siz
   f.lr = cfg.lr;
   f.reg = cfg.reg;
   f.ranks = static_cast<std::uint32_t>(comm::size());
-  f.strategy = static_cast<std::uint32_t>(cfg.strategy);
+  // cfg.node_shared is resolved by setup (On only where the run uses it).
+  f.strategy = cfg.device == Device::Cpu && cfg.strategy == Strategy::Allreduce && cfg.node_shared == NodeShared::On &&
+                       comm::size() > 1
+                   ? RunFingerprint::kAllreduceNodeShared
+                   : static_cast<std::uint32_t>(cfg.strategy);
   // --device cpu computes with its GEMM library whatever --gemm says: a value per library, so
   // that a run is never resumed on the other device or library (the bits differ). cfg has
   // --cpu-gemm auto resolved (train_with), so a file saved before oneDNN became the default

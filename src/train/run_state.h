@@ -106,6 +106,7 @@ struct Run {
   bool stop = false;                // the ranks agreed to stop after this step (a signal)
   std::pair<int, std::size_t> saved_at{-1, 0};  // (epoch, batch) of the state --save holds; -1: none
   std::uint64_t overlap_polls = 0;  // this rank's MPI_Test rounds while layer 1 was copied
+  std::vector<int> shared_cols = std::vector<int>(std::size_t(p));  // node-shared: each rank's columns this step
   double queue_s = 0;               // host time spent queueing the steps' device work (--graph saves it)
   std::size_t steps = 0;
   double train_s = 0;

@@ -80,6 +80,9 @@ struct Setup {
   std::string device_name;           // this rank's cudaDeviceProp::name (or CPU name), for --report
   int threads = 0;                   // --device cpu: this rank's BLAS threads
   int b_max = 0;                     // this rank's largest batch part
+  // --device cpu, data parallel, every rank on one node: the memory the model's parameters and
+  // every rank's X and dZ1 live in (CpuModel::use_node_shared); null otherwise.
+  std::unique_ptr<comm::NodeShared> shm;
   std::unique_ptr<Model> model;
   typename Model::Images val, test;  // rank 0 only
   // --strategy model: this rank's hidden units; rank 0 evaluates with the whole network,
@@ -112,13 +115,62 @@ RankDevice choose_device(const Config& cfg, Setup<T, Model>& s) {
   return me;
 }
 
+// Node-shared data parallelism (CpuModel::use_node_shared): --device cpu (the caller's),
+// --strategy allreduce, more than one rank, all of them on this node, --node-shared not off.
+// Each rank's dW1 columns then read every rank's dZ1 (H x batch values, not its own H x
+// batch / p) and the next forward pass reads the columns of W1 the others wrote, but the
+// all-reduce and SGD pass over W1 are gone. Measured on the 2-core VM at 2 ranks (2026-11-26,
+// median s/epoch of epochs 2-4, --node-shared on / off, the same minute): 0.61-0.69 at 256:100,
+// 0.92-0.96 at 512:800, 0.90-0.99 at 512:2000, 0.91-0.95 at 1024:1000, 0.95-1.07 at 512:3000
+// (noise), 0.95-0.98 at 1024:3000. (With the parts 264 bytes off a page boundary, as Open MPI
+// hands them out, B = 3000 had been 1-2% slower: node_shared.cpp aligns them.)
+// Collective (comm::one_node) when the options allow it, the same on every rank.
+inline bool use_node_shared(const Config& cfg, int p) {
+  if (cfg.node_shared == NodeShared::Off || cfg.strategy != Strategy::Allreduce || p < 2) return false;
+  if (comm::one_node()) return true;
+  if (cfg.node_shared == NodeShared::On)
+    throw UserError("--node-shared on needs every rank on one node (these ranks span several nodes; "
+                    "use --node-shared auto or off)");
+  return false;
+}
+
+// One shared window: rank 0 brings the parameters (page-aligned), then every rank its X and
+// dZ1, each sized for the largest model's columns (rank 0's: max(b_max, 1024), evaluation's
+// chunks) so every part has the same layout. Collective.
+template <class T, class Model>
+void share_node_memory(Setup<T, Model>& s, int D, int H) {
+  constexpr std::size_t kPage = 4096;
+  const int p = comm::size();
+  int cols = 1024;
+  for (int q = 0; q < p; ++q) cols = std::max(cols, int(part(s.plan, q, 0).count));
+  const std::size_t params_bytes = (s.model->num_params() * sizeof(T) + kPage - 1) / kPage * kPage;
+  const std::size_t part_values = Model::shared_part_values(D, H, cols);
+  s.shm = std::make_unique<comm::NodeShared>((comm::rank() == 0 ? params_bytes : 0) + part_values * sizeof(T));
+  typename Model::SharedParts parts;
+  parts.params = static_cast<T*>(s.shm->of(0));
+  for (int q = 0; q < p; ++q) {
+    T* base = reinterpret_cast<T*>(static_cast<char*>(s.shm->of(q)) + (q == 0 ? params_bytes : 0));
+    parts.X.push_back(base);
+    parts.dZ1.push_back(base + std::size_t(D) * std::size_t(cols));
+  }
+  parts.rank = comm::rank();
+  parts.sync = [w = s.shm.get()] { w->sync(); };
+  s.model->use_node_shared(std::move(parts));
+}
+
 template <class T, class Model>
 Setup<T, Model> setup(const Config& cfg, const HostData& data) {
   NN_RANGE("train setup");
   const int p = comm::size(), r = comm::rank(), D = kInputDim;
   const bool root = r == 0;
   Setup<T, Model> s;
-  on_root([&] { s.rp = plan_on_root(cfg, data, std::is_same_v<T, double>); });
+  // Collective: do the weights live in the node's shared memory? Decided before the plan,
+  // whose resume fingerprint records it (the bits differ from the all-reduce's).
+  bool node_shared = false;
+  if constexpr (kOnHost<Model>) node_shared = use_node_shared(cfg, p);
+  Config planned = cfg;
+  planned.node_shared = node_shared ? NodeShared::On : NodeShared::Off;
+  on_root([&] { s.rp = plan_on_root(planned, data, std::is_same_v<T, double>); });
   const Sizes sz = s.rp.sz = comm::broadcast_value(s.rp.sz);
   comm::broadcast(s.rp.init);
   s.init.assign(s.rp.init.begin(), s.rp.init.end());
@@ -142,6 +194,8 @@ Setup<T, Model> setup(const Config& cfg, const HostData& data) {
     if (root) s.eval_model = make_model<Model>(D, cfg.hidden, kNumClasses, 1024, cfg);
   } else {
     s.model = make_model<Model>(D, cfg.hidden, kNumClasses, root ? std::max(s.b_max, 1024) : s.b_max, cfg);
+    if constexpr (kOnHost<Model>)
+      if (node_shared) share_node_memory(s, D, cfg.hidden);
     s.model->set_params(s.init);
   }
   s.model->set_train_data(std::move(shard));
@@ -199,12 +253,17 @@ void print_header(std::FILE* out, const Config& cfg, const HostData& data, const
                  comm::size(), hidden_slice(cfg.hidden, comm::size(), comm::size() - 1).H, s.slice.H);
   else
     std::fprintf(out, "MPI ranks: %d (batch slices of at most %d images on rank 0)\n", comm::size(), s.b_max);
-  std::fprintf(out, "communication: %s, %s, MPI on %s memory%s\n", strategy_name(cfg.strategy),
-               cfg.strategy == Strategy::Model ? "scores all-reduced per step"
-               : cfg.overlap && !cfg.profile ? "layer-2 reduction overlapped with the dW1 GEMM"
-                                             : "no overlap",
-               kOnHost<Model> ? "host (in place)" : cfg.mpi_device ? "device" : "pinned host",
-               cfg.graph ? ", CUDA Graphs" : "");
+  if (s.shm)
+    std::fprintf(out, "communication: allreduce, node-shared: one copy of the weights in shared memory, "
+                 "each rank steps its columns of W1 from every rank's dZ1 and X (no W1 gradient is sent); "
+                 "[b1 | W2 | b2] all-reduced in place (--node-shared off: all-reduce everything)\n");
+  else
+    std::fprintf(out, "communication: %s, %s, MPI on %s memory%s\n", strategy_name(cfg.strategy),
+                 cfg.strategy == Strategy::Model ? "scores all-reduced per step"
+                 : cfg.overlap && !cfg.profile ? "layer-2 reduction overlapped with the dW1 GEMM"
+                                               : "no overlap",
+                 kOnHost<Model> ? "host (in place)" : cfg.mpi_device ? "device" : "pinned host",
+                 cfg.graph ? ", CUDA Graphs" : "");
   for (const std::string& line : placement_lines(s.ranks)) std::fprintf(out, "%s\n", line.c_str());
   std::fflush(out);
   const std::string short_of_cores = threads_warning(s.ranks);

@@ -69,6 +69,15 @@ void compute_step(Run<T, Model>& R, std::size_t k) {
     model.model_backward_phase(b, inv_B, R.reg, R.root);
     R.queue_s += since(t_queue);
     boundary(R, false);
+  } else if (R.s.shm) {
+    // --device cpu, every rank on one node: one copy of the weights (exchange.h).
+    if constexpr (kOnHost<Model>) {
+      model.forward_backward(pt.offset, b, inv_B, R.root, R.reg);
+      R.queue_s += since(t_queue);
+      boundary(R, false);
+      step_node_shared(R, k);
+    }
+    return;
   } else if (kOnHost<Model> && R.overlap && R.p > 1) {
     backward_with_exchange_in_host_memory(R, pt.offset, b, inv_B, t_queue);
   } else {

@@ -119,6 +119,47 @@ TEST(CpuTrain, OverlapOnAndOffGiveIdenticalWeights) {
   }
 }
 
+// --node-shared (one copy of the weights in the node's shared memory, each rank steps its
+// columns of W1 from every rank's dZ1 and X) against the all-reduce of the whole gradient:
+// both verified against the reference, within float roundoff of each other (another order of
+// the same sums), every rank holding the same weights; and the shared run repeats bit for bit.
+// Batches of 7 over up to 4 ranks: short last batches, and at 4 ranks a rank with one column.
+TEST(CpuTrain, NodeSharedWeightsMatchTheAllReduceRunAndTheReference) {
+  const HostData d = make_data(60, 20);
+  for (const int H : {5, 33}) {
+    SCOPED_TRACE("H = " + std::to_string(H));
+    Config c = cpu_config(H, 7, 2);
+    c.node_shared = NodeShared::On;
+    const auto on = train_on<float>(c, d, nullptr);
+    const auto again = train_on<float>(c, d, nullptr);
+    c.node_shared = NodeShared::Off;
+    const auto off = train_on<float>(c, d, nullptr);
+    expect_verified<float>(on);
+    expect_verified<float>(off);
+    expect_ranks_agree(on.params);
+    EXPECT_TRUE(flat(on.params) == flat(again.params)) << "a node-shared run did not repeat bit for bit";
+    const std::vector<double> a = flat(on.params), b = flat(off.params);
+    ASSERT_EQ(a.size(), b.size());
+    double num = 0, den = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      num += (a[i] - b[i]) * (a[i] - b[i]);
+      den += b[i] * b[i];
+    }
+    EXPECT_LT(std::sqrt(num / den), 1e-5) << "node-shared and all-reduce weights differ beyond roundoff";
+  }
+}
+
+// --node-shared on where it cannot work is refused in one line before any training.
+TEST(CpuTrain, NodeSharedOnIsRefusedWithOtherStrategiesAndOnTheGpu) {
+  const HostData d = make_data(60, 20);
+  Config c = cpu_config(5, 7, 1, Strategy::ParamServer);
+  c.node_shared = NodeShared::On;
+  EXPECT_THROW(train_on<float>(c, d, nullptr), UserError);
+  c = small_config(5, 7, 1);
+  c.node_shared = NodeShared::On;
+  EXPECT_THROW(train_on<float>(c, d, nullptr), UserError);
+}
+
 TEST(CpuTrain, AgreesWithTheGpuModelRun) {
   // The same batches on the (emulated) device and on the host: two summation orders of the
   // same maths, as close as each is to the reference.
@@ -258,7 +299,9 @@ TEST(CpuTrain, BlasBoundMedianLeavesOutRestoredEpochs) {
       const double median = std::atof(text.c_str() + at + 13);
       EXPECT_GT(median, 0.0) << text;
       EXPECT_EQ(res.epochs.size(), 4u);
-      if (res.epochs.size() == 4) EXPECT_NEAR(median, res.epochs[3].seconds, 6e-5) << text;  // 4 decimals
+      if (res.epochs.size() == 4) {
+        EXPECT_NEAR(median, res.epochs[3].seconds, 6e-5) << text;  // 4 decimals
+      }
     }
     EXPECT_NE(text.find("over epochs 4..4"), std::string::npos) << text;
     ok = !::testing::Test::HasFailure();

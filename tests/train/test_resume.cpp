@@ -106,11 +106,15 @@ int run_to_the_end(const Config& cfg, const HostData& d, TrainResult& last) {
 // after step 5 (mid-epoch), 8 (an epoch's end), 12 (right after a --save-every 4 save) and
 // 13 (the step after a restart), each on one rank only.
 template <class T>
-void check_exact_resume(Strategy st, bool real_signal) {
-  SCOPED_TRACE(std::string(strategy_name(st)) + (std::is_same_v<T, double> ? " double" : " float"));
+void check_exact_resume(Strategy st, bool real_signal, Device dev = Device::Gpu,
+                        NodeShared shared = NodeShared::Auto) {
+  SCOPED_TRACE(std::string(strategy_name(st)) + (std::is_same_v<T, double> ? " double" : " float") +
+               (dev == Device::Cpu ? " --device cpu --node-shared " + std::string(node_shared_name(shared)) : ""));
   const HostData d = make_data(60, 20);
   Config c = small_config(5, 7, 3);
   c.strategy = st;
+  c.device = dev;
+  c.node_shared = shared;
   c.verify = false;
   SharedFile a("a.ck"), b("b.ck");
   c.save = a.path;
@@ -149,6 +153,45 @@ TEST(Resume, StoppedAnywhereAndResumedGivesTheUninterruptedBytesInDouble) {
 }
 
 // A real SIGUSR1 on one rank: the handler's flag, OR-ed after the step, stops every rank.
+// --device cpu with the weights in the node's shared memory (every rank on this machine) and
+// with the whole gradient all-reduced: each resumes bit for bit.
+TEST(Resume, CpuRunResumesBitForBitWithAndWithoutNodeSharedWeights) {
+  check_exact_resume<float>(Strategy::Allreduce, false, Device::Cpu, NodeShared::On);
+  check_exact_resume<float>(Strategy::Allreduce, false, Device::Cpu, NodeShared::Off);
+}
+
+// The two --device cpu exchanges sum in different orders: a run saved with the weights in
+// shared memory is refused by name with --node-shared off (and resumes with it on), at 2+ ranks.
+TEST(Resume, CpuNodeSharedRunIsNotResumedWithTheWholeGradientAllReduced) {
+  if (comm::size() < 2) GTEST_SKIP() << "one rank shares nothing";
+  const HostData d = make_data(60, 20);
+  Config c = small_config(5, 7, 2);
+  c.device = Device::Cpu;
+  c.verify = false;
+  SharedFile f("ns.ck");
+  c.save = f.path;
+  c.resume = true;
+  {
+    HookGuard hook({3});
+    ASSERT_TRUE(train_on<float>(c, d, nullptr).stopped);  // --node-shared auto: on, one node
+  }
+  Config x = c;
+  x.node_shared = NodeShared::Off;
+  try {
+    train_on<float>(x, d, nullptr);
+    ADD_FAILURE() << "resumed with --node-shared off";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("the exchange (--strategy, --node-shared) is allreduce with --node-shared "
+                                         "weights in the saved run, allreduce in this one"),
+              std::string::npos)
+        << e.what();
+  }
+  x.node_shared = NodeShared::On;
+  const TrainResult r = train_on<float>(x, d, nullptr);
+  EXPECT_TRUE(r.resumed);
+  EXPECT_FALSE(r.stopped);
+}
+
 TEST(Resume, RealSignalOnOneRankStopsEveryRankAfterTheSameStep) {
   check_exact_resume<float>(Strategy::Allreduce, true);
 }
@@ -186,7 +229,7 @@ TEST(Resume, ChangedOptionsAreRefusedByName) {
   expect_refused(x, "--seed is 5 in the saved run, 6 in this one");
   x = c;
   x.strategy = Strategy::Model;
-  expect_refused(x, "--strategy is allreduce in the saved run, model in this one");
+  expect_refused(x, "the exchange (--strategy, --node-shared) is allreduce in the saved run, model in this one");
   x = c;
   x.device = Device::Cpu;  // other bits: BLAS instead of our GEMM
   x.cpu_gemm = CpuGemm::OpenBLAS;
