@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <exception>
 #include <stdexcept>
 #include <vector>
 
@@ -67,6 +68,9 @@ NodeShared::~NodeShared() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;  // MPI is gone: the OS takes the pages back
+  // MPI_Win_free is collective: a rank unwinding from an error of its own would wait there
+  // for ranks that are still training (they end when it aborts the job). Leave the window.
+  if (std::uncaught_exceptions() > 0) return;
   MPI_Win_unlock_all(impl_->win);
   {
     detail::Busy busy("MPI_Win_free");

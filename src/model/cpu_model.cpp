@@ -123,34 +123,41 @@ std::pair<std::size_t, std::size_t> CpuModel<T>::owned_small() const {
 }
 
 template <class T>
-void CpuModel<T>::node_shared_step(T lr, T reg, const std::vector<int>& cols) {
-  NN_RANGE("step");
+void CpuModel<T>::node_shared_dw1(const std::vector<int>& cols) {
   if (!node_shared() || cols.size() != shared_.X.size())
-    throw std::logic_error("node_shared_step: not in node-shared mode, or one count per rank missing");
+    throw std::logic_error("node_shared_dw1: not in node-shared mode, or one count per rank missing");
   const int D = lay_.D, H = lay_.H;
-  const auto [w0, w1] = owned_w1();  // W1's columns [c0, c1): values [c0 H, c1 H)
-  const int c0 = int(w0 / std::size_t(std::max(H, 1))), n = int((w1 - w0) / std::size_t(std::max(H, 1)));
-  if (H > 0 && n > 0) {
-    // This rank's columns of the whole batch's dW1 = sum_q dZ1_q X_q^T, in rank order, into
-    // its part of the (otherwise unused) W1 gradient buffer: one GEMM per rank, beta = 1 after
-    // the first. Then one pass W1 <- W1 - lr (dW1 + reg W1): the step of the all-reduce path
-    // (whose gradient carries reg W1), touching the shared weights once.
-    NN_RANGE("backward GEMM 3");
-    T* G = grads_.data() + lay_.W1() + w0;
-    bool first = true;
-    for (std::size_t q = 0; q < cols.size(); ++q) {
-      if (cols[q] < 1) continue;
-      cpu_gemm(gemm_lib_, false, true, H, n, cols[q], T(1), shared_.dZ1[q], H, shared_.X[q] + c0, D,
-               first ? T(0) : T(1), G, H);
-      first = false;
-    }
-    if (first) std::fill(G, G + (w1 - w0), T(0));
-    T* W = P_ + lay_.W1() + w0;
-    split(w1 - w0, 4096, [&](std::size_t lo, std::size_t hi) {
-      if (reg != T(0)) cpu::sgd_decay(W + lo, G + lo, hi - lo, lr, reg);
-      else cpu::sgd(W + lo, G + lo, hi - lo, lr);
-    });
+  const auto [w0, w1] = owned_w1();  // W1's columns [c0, c1): values W1() + [c0 H, c1 H)
+  const std::size_t h = std::size_t(std::max(H, 1));
+  const int c0 = int((w0 - lay_.W1()) / h), n = int((w1 - w0) / h);
+  if (H < 1 || n < 1) return;
+  // This rank's columns of the whole batch's dW1 = sum_q dZ1_q X_q^T, in rank order, into its
+  // part of the (otherwise unused) W1 gradient buffer: one GEMM per rank, beta = 1 after the first.
+  NN_RANGE("backward GEMM 3");
+  T* G = grads_.data() + w0;
+  bool first = true;
+  for (std::size_t q = 0; q < cols.size(); ++q) {
+    if (cols[q] < 1) continue;
+    cpu_gemm(gemm_lib_, false, true, H, n, cols[q], T(1), shared_.dZ1[q], H, shared_.X[q] + c0, D,
+             first ? T(0) : T(1), G, H);
+    first = false;
   }
+  if (first) std::fill(G, G + (w1 - w0), T(0));
+}
+
+template <class T>
+void CpuModel<T>::node_shared_step(T lr, T reg) {
+  NN_RANGE("step");
+  if (!node_shared()) throw std::logic_error("node_shared_step: not in node-shared mode");
+  // W1 <- W1 - lr (dW1 + reg W1) on this rank's columns: the step of the all-reduce path
+  // (whose gradient carries reg W1), one pass over the shared weights.
+  const auto [w0, w1] = owned_w1();
+  T* W = P_ + w0;
+  const T* G = grads_.data() + w0;
+  split(w1 - w0, 4096, [&](std::size_t lo, std::size_t hi) {
+    if (reg != T(0)) cpu::sgd_decay(W + lo, G + lo, hi - lo, lr, reg);
+    else cpu::sgd(W + lo, G + lo, hi - lo, lr);
+  });
   const auto [s0, s1] = owned_small();
   cpu::sgd(P_ + s0, grads_.data() + s0, s1 - s0, lr);
   shared_.sync();

@@ -122,9 +122,12 @@ class CpuModel {
   void use_node_shared(SharedParts parts);
   bool node_shared() const { return !shared_.X.empty(); }
   // The step in node-shared mode, after the backward pass and the [b1 | W2 | b2] sum in
-  // grads(): W1's owned columns <- W1 - lr (sum_q dZ1_q X_q^T + reg W1) over every rank q's
-  // cols[q] batch columns, the owned part of [b1 | W2 | b2] <- p - lr g, then sync. Collective.
-  void node_shared_step(T lr, T reg, const std::vector<int>& cols);
+  // grads() (which also made every rank's X and dZ1 visible): node_shared_dw1 computes this
+  // rank's columns of the whole batch's dW1 = sum_q dZ1_q X_q^T over every rank q's cols[q]
+  // batch columns; node_shared_step then sets those columns of W1 <- W1 - lr (dW1 + reg W1)
+  // and its part of [b1 | W2 | b2] <- p - lr g, and syncs (collective).
+  void node_shared_dw1(const std::vector<int>& cols);
+  void node_shared_step(T lr, T reg);
 
   void reset_stats();
   void read_stats(double& loss_sum, std::uint64_t& correct) const;

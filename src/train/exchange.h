@@ -66,10 +66,14 @@ void step_node_shared(Run<T, Model>& R, std::size_t k) {
     comm::allreduce_sum(g + b1, R.np - b1);
     R.s.shm->fence();
   }
-  R.timer.mark(Mark::Step);
+  // The dW1 GEMM (this rank's columns, every rank's batch) is backward work and timed as such
+  // (--report's compute rate stays F / the passes' time), then the step.
+  R.timer.mark(Mark::Backward);
   std::vector<int>& cols = R.shared_cols;
   for (int q = 0; q < R.p; ++q) cols[std::size_t(q)] = int(part(R.plan, q, k).count);
-  R.model.node_shared_step(R.lr, R.reg, cols);
+  R.model.node_shared_dw1(cols);
+  R.timer.mark(Mark::Step);
+  R.model.node_shared_step(R.lr, R.reg);
 }
 
 // --mpi device: CUDA-aware MPI reads and writes the gradient buffer itself.

@@ -52,6 +52,7 @@ struct Run {
     res.n_val = sz.n_val;
     res.n_test = sz.n_test;
     res.resumed = s.rp.resumed;
+    res.node_shared = s.shm != nullptr;
     loss_acc = state.loss_sum[std::size_t(r)];
     hits_acc = state.hits[std::size_t(r)];
     for (std::size_t i = 0; i < restored_epochs; ++i) {

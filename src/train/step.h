@@ -5,7 +5,11 @@
 // Where the L2 term lives: inside the gradient, added by rank 0 only (GEMM beta*C with
 // C = W), so the exchanged buffer is exactly the course's dJ/dp of the global batch and the
 // step is p <- p - lr * g for every entry (ops sgd_update with reg = 0) -- the same formula as
-// nn::ref::backward + nn::ref::sgd_update, which --verify replays (verify.h).
+// nn::ref::backward + nn::ref::sgd_update, which --verify replays (verify.h). Two host-model
+// exceptions, the same formula in another order: at p = 1 the dW1 GEMM applies the step
+// (CpuModel::fuse_w1_step, W1's decay a pass before it), and with node-shared weights
+// (exchange.h, step_node_shared) each rank adds reg W1 to its columns of dW1 in the step;
+// W2's term stays in rank 0's gradient.
 #pragma once
 #include <algorithm>
 #include <array>

@@ -70,6 +70,7 @@ struct TrainResult {
   bool stopped = false;
   std::uint64_t steps = 0;
   bool resumed = false;  // started from the state in --save (--resume)
+  bool node_shared = false;  // --device cpu: the weights lived in the node's shared memory
   std::size_t saves = 0;  // checkpoints written during training (epoch ends, --save-every)
   double save_seconds = 0;  // their total wall time on rank 0 (gathering included)
 };

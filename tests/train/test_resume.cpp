@@ -134,6 +134,9 @@ void check_exact_resume(Strategy st, bool real_signal, Device dev = Device::Gpu,
   }
   EXPECT_EQ(stops, 4);
   EXPECT_EQ(last.steps, 24u);
+  EXPECT_EQ(last.node_shared, whole.node_shared);
+  if (dev == Device::Cpu && st == Strategy::Allreduce)
+    EXPECT_EQ(whole.node_shared, shared != NodeShared::Off && comm::size() > 1);
   EXPECT_TRUE(last.verify.ok());
   EXPECT_TRUE(same_files(a.path, b.path)) << "the resumed run's file differs from the uninterrupted run's";
   EXPECT_EQ(last.params.W1, whole.params.W1);
@@ -152,7 +155,6 @@ TEST(Resume, StoppedAnywhereAndResumedGivesTheUninterruptedBytesInDouble) {
   for (Strategy st : {Strategy::Allreduce, Strategy::ParamServer, Strategy::Model}) check_exact_resume<double>(st, false);
 }
 
-// A real SIGUSR1 on one rank: the handler's flag, OR-ed after the step, stops every rank.
 // --device cpu with the weights in the node's shared memory (every rank on this machine) and
 // with the whole gradient all-reduced: each resumes bit for bit.
 TEST(Resume, CpuRunResumesBitForBitWithAndWithoutNodeSharedWeights) {
@@ -192,6 +194,7 @@ TEST(Resume, CpuNodeSharedRunIsNotResumedWithTheWholeGradientAllReduced) {
   EXPECT_FALSE(r.stopped);
 }
 
+// A real SIGUSR1 on one rank: the handler's flag, OR-ed after the step, stops every rank.
 TEST(Resume, RealSignalOnOneRankStopsEveryRankAfterTheSameStep) {
   check_exact_resume<float>(Strategy::Allreduce, true);
 }
