@@ -2,7 +2,8 @@
 // GEMMs of a step and one fused pass for each elementwise stage (bias + sigmoid; bias +
 // softmax + cross-entropy + hits + dZ2; sigmoid' + db1), into buffers sized once in the
 // constructor: a training step allocates nothing. Statistics, evaluation and the GEMM timing
-// are in cpu_model_eval.cpp. Tested by tests/model/test_cpu_model.cpp.
+// are in cpu_model_eval.cpp, the node-shared step in cpu_model_shared.cpp. Tested by
+// tests/model/test_cpu_model.cpp.
 #include "model/cpu_model.h"
 
 #include <sched.h>
@@ -24,32 +25,12 @@
 #include "common/nvtx.h"
 #include "model/cpu_gemm.h"
 #include "model/cpu_kernels.h"
+#include "model/cpu_model_split.h"
 
 namespace nn::train {
 
 
-// fn(lo, hi) over [0, n) in equal contiguous parts, one per OpenMP thread, when the GEMMs are
-// oneDNN's and run on more than one thread: those OpenMP threads are idle between the GEMMs
-// and already hold the rank's cores. With OpenBLAS (its own pthreads, which would fight an
-// OpenMP team for the cores), one thread, or a build without OpenMP: fn(0, n) here. Each part
-// computes its own entries exactly as the whole would, so no bit depends on the split.
-template <class T>
-template <class F>
-void CpuModel<T>::split(std::size_t n, [[maybe_unused]] std::size_t grain, F&& fn) const {
-#ifdef _OPENMP
-  const int team = gemm_lib_ == CpuGemm::OneDNN ? omp_get_max_threads() : 1;
-  const int parts = int(std::min<std::size_t>(std::size_t(std::max(team, 1)), n / std::max<std::size_t>(grain, 1)));
-  if (parts > 1) {
-#pragma omp parallel num_threads(parts)
-    {
-      const std::size_t k = std::size_t(omp_get_thread_num()), m = std::size_t(omp_get_num_threads());
-      fn(n * k / m, n * (k + 1) / m);
-    }
-    return;
-  }
-#endif
-  fn(0, n);
-}
+// split(): cpu_model_split.h (shared with cpu_model_shared.cpp).
 
 CpuImages::CpuImages(const std::uint8_t* img, const std::uint8_t* lab, std::size_t n_, int D_)
     : images(img, img + n_ * std::size_t(D_)), labels(lab, lab + n_), n(n_), D(D_) {}
@@ -88,78 +69,6 @@ void CpuModel<T>::set_params(const std::vector<T>& packed) {
   std::copy(packed.begin() + std::ptrdiff_t(w0), packed.begin() + std::ptrdiff_t(w1), P_ + w0);
   const auto [s0, s1] = owned_small();
   std::copy(packed.begin() + std::ptrdiff_t(s0), packed.begin() + std::ptrdiff_t(s1), P_ + s0);
-  shared_.sync();
-}
-
-template <class T>
-void CpuModel<T>::use_node_shared(SharedParts parts) {
-  const int p = int(parts.X.size());
-  if (p < 1 || parts.dZ1.size() != parts.X.size() || parts.rank < 0 || parts.rank >= p || !parts.params ||
-      !parts.sync || fused_)
-    throw std::invalid_argument("use_node_shared: incomplete parts (or fuse_w1_step on)");
-  for (int q = 0; q < p; ++q)
-    if (!parts.X[std::size_t(q)] || !parts.dZ1[std::size_t(q)])
-      throw std::invalid_argument("use_node_shared: a rank's part is missing");
-  shared_ = std::move(parts);
-  P_ = shared_.params;
-  Xp_ = shared_.X[std::size_t(shared_.rank)];
-  dA1p_ = shared_.dZ1[std::size_t(shared_.rank)];
-  // The private buffers are not used any more.
-  std::vector<T>().swap(params_);
-  std::vector<T>().swap(X_);
-  std::vector<T>().swap(dA1_);
-}
-
-template <class T>
-std::pair<std::size_t, std::size_t> CpuModel<T>::owned_w1() const {
-  const std::size_t p = shared_.X.size(), r = std::size_t(shared_.rank), D = std::size_t(lay_.D);
-  return {lay_.W1() + D * r / p * std::size_t(lay_.H), lay_.W1() + D * (r + 1) / p * std::size_t(lay_.H)};
-}
-
-template <class T>
-std::pair<std::size_t, std::size_t> CpuModel<T>::owned_small() const {
-  const std::size_t p = shared_.X.size(), r = std::size_t(shared_.rank), b1 = lay_.b1(), n = lay_.total() - b1;
-  return {b1 + n * r / p, b1 + n * (r + 1) / p};
-}
-
-template <class T>
-void CpuModel<T>::node_shared_dw1(const std::vector<int>& cols) {
-  if (!node_shared() || cols.size() != shared_.X.size())
-    throw std::logic_error("node_shared_dw1: not in node-shared mode, or one count per rank missing");
-  const int D = lay_.D, H = lay_.H;
-  const auto [w0, w1] = owned_w1();  // W1's columns [c0, c1): values W1() + [c0 H, c1 H)
-  const std::size_t h = std::size_t(std::max(H, 1));
-  const int c0 = int((w0 - lay_.W1()) / h), n = int((w1 - w0) / h);
-  if (H < 1 || n < 1) return;
-  // This rank's columns of the whole batch's dW1 = sum_q dZ1_q X_q^T, in rank order, into its
-  // part of the (otherwise unused) W1 gradient buffer: one GEMM per rank, beta = 1 after the first.
-  NN_RANGE("backward GEMM 3");
-  T* G = grads_.data() + w0;
-  bool first = true;
-  for (std::size_t q = 0; q < cols.size(); ++q) {
-    if (cols[q] < 1) continue;
-    cpu_gemm(gemm_lib_, false, true, H, n, cols[q], T(1), shared_.dZ1[q], H, shared_.X[q] + c0, D,
-             first ? T(0) : T(1), G, H);
-    first = false;
-  }
-  if (first) std::fill(G, G + (w1 - w0), T(0));
-}
-
-template <class T>
-void CpuModel<T>::node_shared_step(T lr, T reg) {
-  NN_RANGE("step");
-  if (!node_shared()) throw std::logic_error("node_shared_step: not in node-shared mode");
-  // W1 <- W1 - lr (dW1 + reg W1) on this rank's columns: the step of the all-reduce path
-  // (whose gradient carries reg W1), one pass over the shared weights.
-  const auto [w0, w1] = owned_w1();
-  T* W = P_ + w0;
-  const T* G = grads_.data() + w0;
-  split(w1 - w0, 4096, [&](std::size_t lo, std::size_t hi) {
-    if (reg != T(0)) cpu::sgd_decay(W + lo, G + lo, hi - lo, lr, reg);
-    else cpu::sgd(W + lo, G + lo, hi - lo, lr);
-  });
-  const auto [s0, s1] = owned_small();
-  cpu::sgd(P_ + s0, grads_.data() + s0, s1 - s0, lr);
   shared_.sync();
 }
 

@@ -135,8 +135,9 @@ void check_exact_resume(Strategy st, bool real_signal, Device dev = Device::Gpu,
   EXPECT_EQ(stops, 4);
   EXPECT_EQ(last.steps, 24u);
   EXPECT_EQ(last.node_shared, whole.node_shared);
-  if (dev == Device::Cpu && st == Strategy::Allreduce)
+  if (dev == Device::Cpu && st == Strategy::Allreduce) {
     EXPECT_EQ(whole.node_shared, shared != NodeShared::Off && comm::size() > 1);
+  }
   EXPECT_TRUE(last.verify.ok());
   EXPECT_TRUE(same_files(a.path, b.path)) << "the resumed run's file differs from the uninterrupted run's";
   EXPECT_EQ(last.params.W1, whole.params.W1);
