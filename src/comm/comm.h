@@ -83,6 +83,7 @@ std::string device_pointer_support();
 
 // ---- memory the ranks of one node share (MPI-3 shared windows; src/comm/node_shared.cpp) ----
 // True when every rank of the job runs on this node (MPI_COMM_TYPE_SHARED spans them all).
+// Collective: every rank calls it.
 bool one_node();
 // A window of memory that every rank maps: this rank brings `bytes` of it (0 allowed: of(q) is
 // then null) and of(q) is rank q's part as this process sees it, page-aligned, at least the

@@ -1,7 +1,8 @@
 // Tests of comm::NodeShared (src/comm/node_shared.cpp): every rank's part of the shared window
 // is seen by every rank at its own address, writes before sync() are read after it, parts are
 // page-aligned and apart, a rank may bring no memory, and several windows live side by side.
-// Runs inside the MPI-aware test main at 1-4 ranks (make test), all on one machine.
+// Runs inside the MPI-aware test main at 1-4 ranks (make test), all on one machine; over
+// several nodes (make test-multinode) a window cannot span them: refused on every rank.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -14,9 +15,17 @@
 namespace nn::comm {
 namespace {
 
-TEST(NodeShared, EveryRankOfALocalRunIsOnOneNode) { EXPECT_TRUE(one_node()); }
+// Over several nodes: the constructor throws on every rank (collectively, nobody waits).
+bool skip_unless_one_node() {
+  if (one_node()) return false;
+  EXPECT_THROW(NodeShared(64), std::runtime_error);
+  return true;
+}
+
+TEST(NodeShared, OneNodeMeansEveryRankOnThisNode) { EXPECT_EQ(one_node(), local_size() == size()); }
 
 TEST(NodeShared, EachRankSeesEveryPartAfterSync) {
+  if (skip_unless_one_node()) GTEST_SKIP() << "ranks on several nodes share no memory";
   const int p = size(), r = rank();
   // Parts of different sizes (r + 1 thousand values), none a whole number of pages.
   const auto count = [](int q) { return std::size_t(q + 1) * 1000; };
@@ -57,6 +66,7 @@ TEST(NodeShared, EachRankSeesEveryPartAfterSync) {
 }
 
 TEST(NodeShared, ARankMayBringNoMemory) {
+  if (skip_unless_one_node()) GTEST_SKIP() << "ranks on several nodes share no memory";
   const int p = size(), r = rank();
   // Only rank 0 brings memory (the trainer's parameters); everybody writes a slice of it.
   NodeShared w(r == 0 ? std::size_t(p) * sizeof(double) : 0);
@@ -69,6 +79,7 @@ TEST(NodeShared, ARankMayBringNoMemory) {
 }
 
 TEST(NodeShared, TwoWindowsAreIndependent) {
+  if (skip_unless_one_node()) GTEST_SKIP() << "ranks on several nodes share no memory";
   const int r = rank();
   NodeShared a(64), b(64);
   static_cast<char*>(a.mine())[0] = 'a';

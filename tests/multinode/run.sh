@@ -11,6 +11,8 @@
 #   train      every --strategy (allreduce ps model) x --device (gpu cpu) with --verify: exit 0,
 #              verify ok, ranks 0,1 on node-a and 2,3 on node-b, and the --save file
 #              cmp-identical to the same run at 4 ranks on ONE node (root namespace)
+#   node-shared  --device cpu --node-shared on over the 2 nodes: refused in one line, exit 1
+#              (the one-node allreduce cpu run above uses --node-shared off: same exchange)
 #   traffic    during the allreduce training, node-b's veth received at least the bytes the
 #              gradient allreduces must bring to it (steps x parameters x element size)
 #   devices    SIM_DEVICES=4 --report F.json: ranks 0,1 on node-a and 2,3 on node-b, each pair
@@ -170,9 +172,15 @@ batch=$(arg_of batch "$@")
 batch=${batch:-100}
 epochs=$(arg_of epochs "$@")
 epochs=${epochs:-10}
+has_node_shared=no
+"$NN_TRAIN" --help 2>&1 | grep -q -- '--node-shared' && has_node_shared=yes
 for strategy in allreduce ps model; do
   for device in gpu cpu; do
     name=$strategy-$device
+    # --device cpu on one node keeps the weights in shared memory by default (--node-shared
+    # auto), another summation order than the all-reduce that 2 nodes use: compare like with like.
+    one_args=()
+    [ "$has_node_shared" = yes ] && [ "$device" = cpu ] && [ "$strategy" = allreduce ] && one_args=(--node-shared off)
     mn=$OUT/saves/$name.multinode.ckpt
     one=$OUT/saves/$name.onenode.ckpt
     before=$(nnsim_veth_bytes | awk '$1 == "node-b" { print $3 }')
@@ -183,7 +191,7 @@ for strategy in allreduce ps model; do
     after=$(nnsim_veth_bytes | awk '$1 == "node-b" { print $3 }')
     # shellcheck disable=SC2086
     timeout -k 5 120 "$root/slurm/mpirun.sh" --oversubscribe -np 4 "$NN_TRAIN" --data "$NN_DATA" $TRAIN_ARGS \
-      --strategy "$strategy" --device "$device" --save "$one" >"$OUT/logs/train-$name.onenode.log" 2>&1
+      --strategy "$strategy" --device "$device" "${one_args[@]}" --save "$one" >"$OUT/logs/train-$name.onenode.log" 2>&1
     rc1=$?
     log=$OUT/logs/train-$name.multinode.log
     problems=()
@@ -217,6 +225,20 @@ for strategy in allreduce ps model; do
     fi
   done
 done
+# --node-shared on needs every rank on one node: over 2 nodes, one line and exit 1.
+if [ "$has_node_shared" = yes ]; then
+  ns_log=$OUT/logs/node-shared-on.multinode.log
+  # shellcheck disable=SC2086
+  timeout -k 5 120 "$here/launch.sh" -np 4 "$NN_TRAIN" --data "$NN_DATA" $TRAIN_ARGS --device cpu \
+    --node-shared on >"$ns_log" 2>&1
+  rc=$?
+  if [ "$rc" = 1 ] && grep -q 'error: --node-shared on needs every rank on one node' "$ns_log"; then
+    pass "node-shared: --device cpu --node-shared on over 2 nodes refused (exit 1): $(grep -m1 'error:' "$ns_log" | cut -c1-120)"
+  else
+    fail "node-shared: --node-shared on over 2 nodes: exit $rc, expected 1 with 'needs every rank on one node'"
+    tail_of "$ns_log" 6
+  fi
+fi
 
 # ---- device mapping ---------------------------------------------------------------------------
 rep=$OUT/reports/devices.json

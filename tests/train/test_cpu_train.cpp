@@ -52,7 +52,8 @@ TEST(CpuTrain, EveryStrategyMatchesTheReferenceInFloat) {
       Config c = cpu_config(5, 7, 2, st);
       c.node_shared = ns;
       const auto r = train_on<float>(c, make_data(60, 20), nullptr);
-      EXPECT_EQ(r.node_shared, st == Strategy::Allreduce && ns == NodeShared::Auto && comm::size() > 1);
+      EXPECT_EQ(r.node_shared,
+                st == Strategy::Allreduce && ns == NodeShared::Auto && comm::size() > 1 && comm::one_node());
       expect_verified<float>(r);
       expect_ranks_agree(r.params);
       EXPECT_GT(r.test_precision, 0.0);
@@ -132,6 +133,12 @@ TEST(CpuTrain, OverlapOnAndOffGiveIdenticalWeights) {
 // Batches of 7 over up to 4 ranks: short last batches, and at 4 ranks a rank with one column.
 TEST(CpuTrain, NodeSharedWeightsMatchTheAllReduceRunAndTheReference) {
   const HostData d = make_data(60, 20);
+  if (!comm::one_node()) {  // make test-multinode: refused in one line on every rank
+    Config c = cpu_config(5, 7, 1);
+    c.node_shared = NodeShared::On;
+    EXPECT_THROW(train_on<float>(c, d, nullptr), UserError);
+    GTEST_SKIP() << "ranks on several nodes share no memory";
+  }
   for (const int H : {5, 33}) {
     SCOPED_TRACE("H = " + std::to_string(H));
     Config c = cpu_config(H, 7, 2);
@@ -240,6 +247,7 @@ TEST(CpuTrain, ReportTimesTheHostAndUsesTheGemmRateAsCeiling) {
   c.verify = false;
   c.report = dir + "/r.json";
   const auto res = train_on<float>(c, make_data(60, 20), nullptr);
+  const bool one_node = comm::one_node();  // collective: before rank 0 alone reads the report
   bool ok = true;
   if (comm::rank() == 0) {
     std::ifstream f(c.report);
@@ -259,9 +267,10 @@ TEST(CpuTrain, ReportTimesTheHostAndUsesTheGemmRateAsCeiling) {
     // The default (auto): oneDNN for float where the build has it.
     EXPECT_EQ(r["cpu"]["gemm"], cpu_gemm_available(CpuGemm::OneDNN) ? "onednn" : "openblas");
     EXPECT_GT(r["cpu"]["blas_bound_epoch_s"].get<double>(), 0.0);
-    // At 2+ ranks on this machine the weights are node-shared: MPI carries [b1 | W2 | b2] only.
-    EXPECT_EQ(r["node_shared"].get<bool>(), comm::size() > 1);
-    if (comm::size() > 1) {
+    // At 2+ ranks on one node the weights are node-shared: MPI carries [b1 | W2 | b2] only.
+    EXPECT_EQ(r["node_shared"].get<bool>(), res.node_shared);
+    EXPECT_EQ(res.node_shared, comm::size() > 1 && one_node);
+    if (res.node_shared) {
       EXPECT_EQ(r["per_batch"]["mpi_bytes"].get<double>(), 2.0 * (8 + 10 * 8 + 10) * 4);
     }
     if (comm::size() == 1) EXPECT_DOUBLE_EQ(r["roofline_prediction_flops_per_s"].get<double>(), rate);
