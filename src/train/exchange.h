@@ -53,8 +53,9 @@ void exchange_in_host_memory(Run<T, Model>& R) {
 // --device cpu, node-shared (setup.h, share_node_memory): every rank's X and dZ1 are in
 // memory the node's ranks share and the weights exist once. Only [b1 | W2 | b2] is summed, in
 // place, between two memory fences (so every rank's X and dZ1 stores are seen by all after
-// it); then each rank steps what it owns, W1's rows by GEMMs over every rank's columns
-// (CpuModel::node_shared_step), and all meet again before anybody reads the weights.
+// it); then each rank computes its columns of the whole batch's dW1 from every rank's dZ1 and
+// X (CpuModel::node_shared_dw1), steps what it owns (node_shared_step), and all meet again
+// before anybody reads the weights.
 template <class T, class Model>
 void step_node_shared(Run<T, Model>& R, std::size_t k) {
   T* g = R.model.grads();
