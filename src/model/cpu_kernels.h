@@ -58,4 +58,24 @@ void softmax_xent(float* Z, const float* b2, const std::uint8_t* y, int C, int b
 void softmax_xent(double* Z, const double* b2, const std::uint8_t* y, int C, int b, double inv_B, double* loss,
                   std::uint64_t* hits);
 
+// The data-parallel step between its two large GEMMs, fused, on one block of n <= kColumnBlock
+// columns (column j of each matrix at j times its height), so the block stays in cache:
+//   A = sigmoid(A + b1)                  (H x n, in place; A holds W1 X on entry)
+//   Z = W2 A (+ b2) -> softmax, cross-entropy into *loss, hits, dZ2 = (softmax - onehot(y)) inv_B
+//                                        (C x n, in place)
+//   dW2p = dZ2 A^T                       (C x H, row c at c H: this block's part, transposed)
+//   dZ1 = (W2^T dZ2) o A o (1 - A)       (H x n; may be A itself), db1p = its row sums in
+//                                        column order
+// W2t is W2 transposed, padded_classes(C) rows of H (rows C.. zero). The three C-row products
+// are our own loops over classes in chunks of kClassChunk (all of MNIST's ten at once), each
+// sum in a fixed order, so the bits depend on no thread count and no instruction set.
+constexpr int kClassChunk = 10;
+constexpr int padded_classes(int C) { return (C + kClassChunk - 1) / kClassChunk * kClassChunk; }
+void layer2_block(float* A, const float* b1, const float* W2t, const float* b2, const std::uint8_t* y, int H, int C,
+                  int n, float inv_B, float* Z, float* dZ1, float* dW2p, float* db1p, double* loss,
+                  std::uint64_t* hits);
+void layer2_block(double* A, const double* b1, const double* W2t, const double* b2, const std::uint8_t* y, int H,
+                  int C, int n, double inv_B, double* Z, double* dZ1, double* dW2p, double* db1p, double* loss,
+                  std::uint64_t* hits);
+
 }  // namespace nn::train::cpu

@@ -134,13 +134,15 @@ class CpuModel {
   double weight_sq_norm() const;
   std::uint64_t evaluate(const CpuImages& data);
 
-  // Seconds the BLAS calls of one training step at b columns take, measured here (the fastest
-  // of `reps` runs after a warm-up), and the FLOPs they do: the step's BLAS-bound limit and
-  // the CPU's GEMM rate on exactly these shapes (the --report roofline's compute ceiling).
+  // Seconds the GEMM library calls of one training step at b columns take, measured here (the
+  // fastest of `reps` runs after a warm-up), and the FLOPs they do: the step's BLAS-bound limit
+  // and the CPU's GEMM rate on exactly these shapes (the --report roofline's compute ceiling).
+  // data_parallel: W1 X and dW1 (the step's C-row products are in the fused layer-2 pass);
+  // else the model-parallel step's five.
   struct GemmTiming {
     double seconds = 0, flops = 0;
   };
-  GemmTiming time_step_gemms(int b, int reps) const;
+  GemmTiming time_step_gemms(int b, int reps, bool data_parallel) const;
 
  private:
   void stage_batch(std::size_t offset, int b);
@@ -148,11 +150,14 @@ class CpuModel {
   // fn(lo, hi) over parts of [0, n) on the GEMM library's OpenMP threads (oneDNN), else at once.
   template <class F>
   void split(std::size_t n, std::size_t grain, F&& fn) const;
+  void hidden_gemm(int b, T* out);              // out = W1 X (H x b)
   void hidden_forward(int b);                   // A1 = sigmoid(W1 X + b1)
   void scores_forward(int b);                   // Z2 = W2 A1 (no bias)
   void softmax_loss(int b, T inv_B, bool add_b2, bool stats);  // Z2 -> dZ2, loss, hits
   void layer2_grads(int b, bool with_reg, T reg);
-  void layer1_grads(int b, bool with_reg, T reg);
+  void layer1_grads(int b, bool with_reg, T reg);   // from dZ2 (model parallel)
+  void weight1_grad(int b, bool with_reg, T reg);   // dW1 (or the fused W1 step) from dZ1
+  void layer2_fused(int b, T inv_B, bool with_reg, T reg);  // data parallel: W1 X -> dZ1, all but dW1
   void zero_grads_with_reg(bool with_reg, T reg);
   std::pair<std::size_t, std::size_t> owned_w1() const;     // node-shared: its columns of W1 (values)
   std::pair<std::size_t, std::size_t> owned_small() const;  // node-shared: its part of [b1 | W2 | b2]
@@ -162,7 +167,11 @@ class CpuModel {
   std::vector<T> params_, grads_;
   std::vector<T> X_, A1_, Z2_, dA1_;  // D x cols, H x cols, C x cols, H x cols
   std::vector<T> dW2t_;               // H x C: dW2 transposed, as oneDNN computes it (layer2_grads)
-  std::vector<T> db1_blocks_;         // H x column blocks: db1 by blocks (layer1_grads)
+  std::vector<T> db1_blocks_;         // H x column blocks: db1 by blocks (layer1_grads, layer2_fused)
+  std::vector<T> w2t_;                // W2^T, padded_classes(C) x H (layer2_fused; rows C.. zero)
+  std::vector<T> dW2_blocks_;         // C x H per column block: dW2^T by blocks (layer2_fused)
+  std::vector<double> loss_blocks_;   // per column block (layer2_fused)
+  std::vector<std::uint64_t> hits_blocks_;
   std::vector<std::uint32_t> order_;
   const std::uint32_t* batch_idx_ = nullptr;  // this step's indices (into order_)
   std::vector<std::uint8_t> ylab_;            // labels of the slice

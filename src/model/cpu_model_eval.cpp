@@ -1,6 +1,6 @@
 // CpuModel (cpu_model.h): what the trainer reads off the model between steps -- the epoch's
 // statistics, the weights' norm, evaluation on held-out images -- and the timing of the
-// step's GEMMs alone (the `blas bound:` line). The step itself is in cpu_model.cpp.
+// step's library GEMMs alone (the `blas bound:` line). The step itself is in cpu_model.cpp.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -60,7 +60,7 @@ std::uint64_t CpuModel<T>::evaluate(const CpuImages& data) {
 }
 
 template <class T>
-typename CpuModel<T>::GemmTiming CpuModel<T>::time_step_gemms(int b, int reps) const {
+typename CpuModel<T>::GemmTiming CpuModel<T>::time_step_gemms(int b, int reps, bool data_parallel) const {
   const int D = lay_.D, H = lay_.H, C = lay_.C;
   GemmTiming t;
   if (b < 1 || H < 1 || reps < 1) return t;
@@ -68,14 +68,18 @@ typename CpuModel<T>::GemmTiming CpuModel<T>::time_step_gemms(int b, int reps) c
   // own buffers are left alone; allocated here, once, outside any training step.
   std::vector<T> X(std::size_t(D) * b, T(0.5)), A1(std::size_t(H) * b, T(0.5)), Z2(std::size_t(C) * b, T(0.01)),
       dA1(std::size_t(H) * b), G(lay_.total()), P(get_params());
+  // The data-parallel step calls the library for W1 X and dW1 only: its three C-row products
+  // are our own, in the fused layer-2 pass (layer2_fused). The model-parallel step calls all five.
   const auto step = [&] {
     cpu_gemm(gemm_lib_, false, false, H, b, D, T(1), P.data() + lay_.W1(), H, X.data(), D, T(0), A1.data(), H);
-    cpu_gemm(gemm_lib_, false, false, C, b, H, T(1), P.data() + lay_.W2(), C, A1.data(), H, T(0), Z2.data(), C);
-    if (gemm_lib_ == CpuGemm::OneDNN)  // as layer2_grads calls it
-      cpu_gemm(gemm_lib_, false, true, H, C, b, T(1), A1.data(), H, Z2.data(), C, T(0), G.data() + lay_.W2(), H);
-    else
-      cpu_gemm(gemm_lib_, false, true, C, H, b, T(1), Z2.data(), C, A1.data(), H, T(0), G.data() + lay_.W2(), C);
-    cpu_gemm(gemm_lib_, true, false, H, b, C, T(1), P.data() + lay_.W2(), C, Z2.data(), C, T(0), dA1.data(), H);
+    if (!data_parallel) {
+      cpu_gemm(gemm_lib_, false, false, C, b, H, T(1), P.data() + lay_.W2(), C, A1.data(), H, T(0), Z2.data(), C);
+      if (gemm_lib_ == CpuGemm::OneDNN)  // as layer2_grads calls it
+        cpu_gemm(gemm_lib_, false, true, H, C, b, T(1), A1.data(), H, Z2.data(), C, T(0), G.data() + lay_.W2(), H);
+      else
+        cpu_gemm(gemm_lib_, false, true, C, H, b, T(1), Z2.data(), C, A1.data(), H, T(0), G.data() + lay_.W2(), C);
+      cpu_gemm(gemm_lib_, true, false, H, b, C, T(1), P.data() + lay_.W2(), C, Z2.data(), C, T(0), dA1.data(), H);
+    }
     cpu_gemm(gemm_lib_, false, true, H, D, b, T(1), dA1.data(), H, X.data(), D, T(0), G.data() + lay_.W1(), H);
   };
   using Clock = std::chrono::steady_clock;
@@ -88,7 +92,7 @@ typename CpuModel<T>::GemmTiming CpuModel<T>::time_step_gemms(int b, int reps) c
   }
   // The fastest run: what the BLAS can do on these shapes (a slower one met interference).
   t.seconds = *std::min_element(s.begin(), s.end());
-  t.flops = 2.0 * b * (double(H) * D + 3.0 * double(C) * H + double(H) * D);
+  t.flops = 2.0 * b * (double(H) * D + (data_parallel ? 0.0 : 3.0 * double(C) * H) + double(H) * D);
   return t;
 }
 
@@ -97,7 +101,7 @@ typename CpuModel<T>::GemmTiming CpuModel<T>::time_step_gemms(int b, int reps) c
   template void CpuModel<T>::read_stats(double&, std::uint64_t&) const;          \
   template double CpuModel<T>::weight_sq_norm() const;                           \
   template std::uint64_t CpuModel<T>::evaluate(const CpuImages&);                \
-  template CpuModel<T>::GemmTiming CpuModel<T>::time_step_gemms(int, int) const;
+  template CpuModel<T>::GemmTiming CpuModel<T>::time_step_gemms(int, int, bool) const;
 NN_CPU_MODEL_EVAL(float)
 NN_CPU_MODEL_EVAL(double)
 

@@ -47,7 +47,8 @@ CoresBusy cores_busy(const Run<T, Model>& R) {
   return {cpu / wall, from + 1, n};
 }
 
-// --device cpu: the BLAS-bound limit. Every rank times its step's five GEMMs at its own
+// --device cpu: the BLAS-bound limit. Every rank times its step's library GEMMs (two data
+// parallel, where the C-row products are our fused layer-2 pass; five model parallel) at its own
 // shapes at the same moment (so they share the cores and memory as in training); the slowest
 // rank's fastest repetition is the step's floor, and every rank's FLOPs over it the job's GEMM rate.
 // Printed next to the median of timed_epochs (none after a resume that trained no epoch).
@@ -56,10 +57,10 @@ void measure_blas_bound(Run<T, Model>& R) {
   if constexpr (kOnHost<Model>) {
     const int b = R.s.b_max;
     // About 0.5 s of repetitions, the count decided on rank 0 so that all ranks run together.
-    const double once = comm::broadcast_value(R.model.time_step_gemms(b, 1).seconds);
+    const double once = comm::broadcast_value(R.model.time_step_gemms(b, 1, !R.mp).seconds);
     const int reps = int(std::clamp(0.5 / std::max(once, 1e-6), 5.0, 300.0));
     comm::barrier();
-    const auto t = R.model.time_step_gemms(b, reps);
+    const auto t = R.model.time_step_gemms(b, reps, !R.mp);
     const std::vector<double> all = comm::gather_to_root(std::vector<double>{t.seconds, t.flops});
     double slowest = 0, flops = 0;
     for (std::size_t i = 0; i + 1 < all.size(); i += 2) {
@@ -76,7 +77,7 @@ void measure_blas_bound(Run<T, Model>& R) {
     const double median = secs.size() % 2 ? secs[secs.size() / 2]
                                           : (secs[secs.size() / 2 - 1] + secs[secs.size() / 2]) / 2;
     const double bound = R.gemm_step_s * double(R.plan.n) / double(R.plan.B);
-    std::fprintf(R.out, "blas bound: the step's GEMMs alone %.3f ms (slowest rank; %.1f GFLOP/s over %d rank%s "
+    std::fprintf(R.out, "blas bound: the step's library GEMMs alone %.3f ms (slowest rank; %.1f GFLOP/s over %d rank%s "
                  "on these shapes) -> epoch >= %.4f s; median epoch %.4f s = %.2fx the bound\n",
                  1e3 * R.gemm_step_s, 1e-9 * R.gemm_flops_per_s, R.p, R.p == 1 ? "" : "s", bound, median,
                  bound > 0 ? median / bound : 0.0);
