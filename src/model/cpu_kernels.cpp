@@ -16,6 +16,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
 #define NN_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
@@ -176,6 +177,8 @@ template <class T>
                                                      T* dZ1, T* dW2p, T* db1p, double* loss, std::uint64_t* hits) {
   using V = typename VecOf<T>::type;
   constexpr int L = int(sizeof(V) / sizeof(T)), K = kClassChunk;
+  if (C < 1 || C > K || n < 1 || n > kColumnBlock || H < 0)
+    throw std::invalid_argument("layer2_block: needs 1 <= C <= kClassChunk, 1 <= n <= kColumnBlock");
   const int Hv = H / L * L;  // the vector part of a column; rows Hv .. H one at a time
   // 1. A = sigmoid(A + b1), then the column's scores Z = W2 A, while the column is in L1.
   for (int j = 0; j < n; ++j) {

@@ -66,11 +66,12 @@ void softmax_xent(double* Z, const double* b2, const std::uint8_t* y, int C, int
 //   dW2p = dZ2 A^T                       (C x H, row c at c H: this block's part, transposed)
 //   dZ1 = (W2^T dZ2) o A o (1 - A)       (H x n; may be A itself), db1p = its row sums in
 //                                        column order
-// W2t is W2 transposed, padded_classes(C) rows of H (rows C.. zero). The three C-row products
-// are our own loops over classes in chunks of kClassChunk (all of MNIST's ten at once), each
-// sum in a fixed order, so the bits depend on no thread count and no instruction set.
+// Preconditions (std::invalid_argument otherwise): 1 <= C <= kClassChunk, 1 <= n <= kColumnBlock.
+// W2t is W2 transposed, kClassChunk rows of H, rows C.. zero. *loss and *hits are added to;
+// every other output is overwritten. The three C-row products are our own loops with every
+// class at once (in registers on AVX-512), each sum in a fixed order, so the bits depend on
+// no thread count and no instruction set.
 constexpr int kClassChunk = 10;
-constexpr int padded_classes(int C) { return (C + kClassChunk - 1) / kClassChunk * kClassChunk; }
 void layer2_block(float* A, const float* b1, const float* W2t, const float* b2, const std::uint8_t* y, int H, int C,
                   int n, float inv_B, float* Z, float* dZ1, float* dW2p, float* db1p, double* loss,
                   std::uint64_t* hits);

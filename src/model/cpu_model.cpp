@@ -49,7 +49,7 @@ CpuModel<T>::CpuModel(int D, int H, int C, int max_cols, CpuGemm gemm_lib)
       dA1_(std::size_t(H) * max_cols_),
       dW2t_(gemm_lib == CpuGemm::OneDNN ? std::size_t(C) * H : 0),
       db1_blocks_(std::size_t(H) * ((max_cols_ + cpu::kColumnBlock - 1) / cpu::kColumnBlock)),
-      w2t_(std::size_t(cpu::padded_classes(C)) * std::size_t(H)),
+      w2t_(std::size_t(cpu::kClassChunk) * std::size_t(H)),
       dW2_blocks_(std::size_t(C) * H * ((max_cols_ + cpu::kColumnBlock - 1) / cpu::kColumnBlock)),
       loss_blocks_((max_cols_ + cpu::kColumnBlock - 1) / cpu::kColumnBlock),
       hits_blocks_(loss_blocks_.size()),

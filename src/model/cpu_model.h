@@ -82,7 +82,9 @@ class CpuModel {
   };
   const GraphStats& graph_stats() const { return gstats_; }
 
-  // Called between the forward and the backward pass of forward_backward (--report).
+  // Called between the two phases of forward_backward (--report): data parallel, after the
+  // fused layer-2 pass (the forward pass, the loss and every gradient but dW1) and before dW1;
+  // model parallel (model_backward_phase), not called.
   void set_phase_hook(std::function<void()> hook) { phase_hook_ = std::move(hook); }
 
   void sgd_step(T lr);  // p <- p - lr * g
@@ -168,7 +170,7 @@ class CpuModel {
   std::vector<T> X_, A1_, Z2_, dA1_;  // D x cols, H x cols, C x cols, H x cols
   std::vector<T> dW2t_;               // H x C: dW2 transposed, as oneDNN computes it (layer2_grads)
   std::vector<T> db1_blocks_;         // H x column blocks: db1 by blocks (layer1_grads, layer2_fused)
-  std::vector<T> w2t_;                // W2^T, padded_classes(C) x H (layer2_fused; rows C.. zero)
+  std::vector<T> w2t_;                // W2^T, kClassChunk x H (layer2_fused; rows C.. zero)
   std::vector<T> dW2_blocks_;         // C x H per column block: dW2^T by blocks (layer2_fused)
   std::vector<double> loss_blocks_;   // per column block (layer2_fused)
   std::vector<std::uint64_t> hits_blocks_;

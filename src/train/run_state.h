@@ -23,7 +23,8 @@ namespace nn::train {
 
 // DeviceModel::forward_backward queues the forward and the backward pass in one call. A model
 // that offers set_phase_hook(std::function<void()>), called on the host between the two
-// passes, lets --report time them apart; without it they are timed as one: the report's
+// passes, lets --report time them apart (CpuModel: between its fused layer-2 pass, which also
+// computes every gradient but dW1, and the dW1 GEMM); without it they are timed as one: the report's
 // "forward_backward" (which p_flops uses either way), "forward" and "backward" with count 0.
 template <class M>
 concept HasPhaseHook = requires(M& m, std::function<void()> f) { m.set_phase_hook(std::move(f)); };

@@ -85,22 +85,23 @@ TYPED_TEST_SUITE(CpuModelTest, Precisions);
 TYPED_TEST(CpuModelTest, SliceGradientLossAndHitsMatchTheReference) {
   using T = TypeParam;
   const int H = 24;
-  const CpuImages im = random_images(40, 1);
-  const auto order = shuffled(40, 1);
+  const CpuImages im = random_images(90, 1);
+  const auto order = shuffled(90, 1);
   const ref::Params<T> P = ref::make_params<T>(D, H, C, 3);
-  CpuModel<T> m(D, H, C, 16);
+  CpuModel<T> m(D, H, C, 80);
   m.set_params(pack(P));
   m.set_train_data(CpuImages(im));
   m.set_order(order);
-  // Columns order[5 .. 17) of a global batch of 30: scaled by 1/30, with the regulariser.
+  // Columns order[5 .. 75) of a global batch of 100: scaled by 1/100, with the regulariser;
+  // 70 columns are two blocks of the fused layer-2 pass (64 and 6).
   const std::size_t off = 5;
-  const int b = 12;
+  const int b = 70;
   const T reg = T(0.01);
-  m.forward_backward(off, b, T(1) / T(30), true, reg);
+  m.forward_backward(off, b, T(1) / T(100), true, reg);
   arma::Mat<T> X, Y;
   ref_batch<T>(im, std::span<const std::uint32_t>(order.data() + off, b), X, Y);
   const ref::Cache<T> cache = ref::forward(P, X);
-  const std::vector<T> want = pack(ref::backward(P, cache, X, Y, reg, 30.0));
+  const std::vector<T> want = pack(ref::backward(P, cache, X, Y, reg, 100.0));
   const std::vector<T> got = m.get_grads();
   ASSERT_EQ(got.size(), want.size());
   const ParamLayout L = m.layout();
@@ -445,9 +446,10 @@ TEST(CpuGemm, OneDnnModelParallelSlicesSumToTheWholeNetworksGradient) {
 // reference's, and the fused W1 step (with its split decay pass) the same as the unfused one.
 TEST(CpuGemm, OneDnnModelSplitsItsPassesOverItsThreads) {
   if (!cpu_gemm_available(CpuGemm::OneDNN)) GTEST_SKIP() << "a make DNNL=0 build: no oneDNN";
-  const int H = 256, b = 64;
-  const CpuImages im = random_images(200, 3);
-  const auto order = shuffled(200, 3);
+  // 3 blocks of 64 columns and a short one (the fused layer-2 pass shares them among the threads).
+  const int H = 256, b = 3 * cpu::kColumnBlock + 9;
+  const CpuImages im = random_images(250, 3);
+  const auto order = shuffled(250, 3);
   const ref::Params<float> P = ref::make_params<float>(D, H, C, 4);
   set_gemm_threads(2);
   CpuModel<float> m(D, H, C, b, CpuGemm::OneDNN);
