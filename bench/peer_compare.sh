@@ -369,7 +369,7 @@ echo "== OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-unset} (Debian's torch: ${OMP_WAIT_P
 for line in "${summary[@]}"; do echo "$line"; done
 if [ "$MODE" != gpu ]; then
   echo "== CPU: p = processes (MPI ranks / DDP processes), t = threads each; $ref column: its s/epoch;"
-  echo "==      the others: their time / $ref's (above 1: $ref is faster); blas-bound: $ref's GEMMs alone" | sed "s/ours's/ours'/g"
+  echo "==      the others: their time / $ref's (above 1: $ref is faster); blas-bound: $ref's library GEMMs alone" | sed "s/ours's/ours'/g"
   header=$(printf '%-24s' "where"); for sys in "${systems[@]}" blas-bound; do header+=$(printf ' %12s' "$sys"); done
   echo "$header"
   for line in "${rows[@]}"; do echo "$line"; done

@@ -613,7 +613,7 @@ def plot_peer(path, out_dir):
 
     def label(s):
         if s == "blas-bound":
-            return "ours' GEMMs alone (blas-bound, a lower bound on ours)"
+            return "ours' library GEMMs alone (blas-bound, a lower bound on ours)"
         return "%s (%s)" % (s, version[s]) if version[s] else s
 
     def ratio(g, s):  # the table's ratio, else its time over ours' in the group
