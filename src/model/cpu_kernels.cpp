@@ -169,18 +169,16 @@ inline double hsum(const VecOf<double>::type& v) {
   return c[0] + c[1];
 }
 
-// always_inline: too large for GCC to inline by itself, and a call would run the baseline
-// (SSE2) code in every clone.
+// The parts of layer2_block (cpu_kernels.h). always_inline: too large for GCC to inline by
+// itself, and a call would run the baseline (SSE2) code in every clone. K = kClassChunk
+// classes at once, rows C.. of W2t zero; L = lanes of a vector.
+
+// A = sigmoid(A + b1), then the column's scores Z = W2 A, while the column is in L1.
 template <class T>
-[[gnu::always_inline]] inline void layer2_block_impl(T* A, const T* b1, const T* W2t, const T* b2,
-                                                     const std::uint8_t* y, int H, int C, int n, T inv_B, T* Z,
-                                                     T* dZ1, T* dW2p, T* db1p, double* loss, std::uint64_t* hits) {
+[[gnu::always_inline]] inline void sigmoid_scores(T* A, const T* b1, const T* W2t, int H, int C, int n, T* Z) {
   using V = typename VecOf<T>::type;
   constexpr int L = int(sizeof(V) / sizeof(T)), K = kClassChunk;
-  if (C < 1 || C > K || n < 1 || n > kColumnBlock || H < 0)
-    throw std::invalid_argument("layer2_block: needs 1 <= C <= kClassChunk, 1 <= n <= kColumnBlock");
   const int Hv = H / L * L;  // the vector part of a column; rows Hv .. H one at a time
-  // 1. A = sigmoid(A + b1), then the column's scores Z = W2 A, while the column is in L1.
   for (int j = 0; j < n; ++j) {
     T* a = A + std::size_t(j) * H;
     bias_sigmoid_impl(a, b1, H, 1);
@@ -196,13 +194,15 @@ template <class T>
       Z[std::size_t(j) * C + std::size_t(c)] = s;
     }
   }
-  // 2. (+ b2), softmax, loss, hits, dZ2 in place of the scores; dz = dZ2 padded to K classes.
-  softmax_impl(Z, b2, y, C, n, inv_B, loss, hits);
-  T dz[kColumnBlock][K];
-  for (int j = 0; j < n; ++j)
-    for (int c = 0; c < K; ++c) dz[j][c] = c < C ? Z[std::size_t(j) * C + std::size_t(c)] : T(0);
-  // 3. This block's dW2 (row c at c H): sum over the block's columns j, in order, of
-  // dZ(c, j) A(h, j); 2 L rows of A at a time against all K classes, in registers.
+}
+
+// This block's dW2 (row c at c H): sum over the block's columns j, in order, of dz(c, j)
+// A(h, j); 2 L rows of A at a time against all K classes, in registers.
+template <class T>
+[[gnu::always_inline]] inline void weight2_part(const T* A, const T (*dz)[kClassChunk], int H, int C, int n,
+                                                T* dW2p) {
+  using V = typename VecOf<T>::type;
+  constexpr int L = int(sizeof(V) / sizeof(T)), K = kClassChunk;
   int h = 0;
   for (; h + 2 * L <= H; h += 2 * L) {
     V acc0[K] = {}, acc1[K] = {};
@@ -226,34 +226,58 @@ template <class T>
       for (int j = 0; j < n; ++j) s += A[std::size_t(j) * H + h] * dz[j][c];
       dW2p[std::size_t(c) * H + h] = s;
     }
-  // 4. dZ1 = (W2^T dZ) o A o (1 - A) (dZ1 may be A: each entry is read before it is written)
-  // and db1 = its row sums in column order, column by column. (Along rows instead, with W2's
-  // rows in registers, took 4.0 ms instead of 2.4 for the whole pass at H = 1024, B = 3000:
-  // the block's columns are 4 KiB apart there.)
+}
+
+// dZ1 = (W2^T dz) o A o (1 - A) (dZ1 may be A: each entry is read before it is written) and
+// db1 = its row sums in column order, column by column. (Along rows instead, with W2's rows
+// in registers, took 4.0 ms instead of 2.4 for the whole pass at H = 1024, B = 3000: the
+// block's columns are 4 KiB apart there.)
+template <class T>
+[[gnu::always_inline]] inline void hidden_delta(const T* A, const T* W2t, const T (*dz)[kClassChunk], int H, int n,
+                                                T* dZ1, T* db1p) {
+  using V = typename VecOf<T>::type;
+  constexpr int L = int(sizeof(V) / sizeof(T)), K = kClassChunk;
   std::fill(db1p, db1p + H, T(0));
   for (int j = 0; j < n; ++j) {
-    T* a = A + std::size_t(j) * H;
+    const T* a = A + std::size_t(j) * H;
     T* out = dZ1 + std::size_t(j) * H;
-    for (int r = 0; r < H; r += L) {
-      if (r + L > H) {  // the last rows, one at a time, the same sums
-        for (; r < H; ++r) {
-          T s = 0;
-          for (int c = 0; c < K; ++c) s += W2t[std::size_t(c) * H + r] * dz[j][c];
-          const T v = s * a[r] * (T(1) - a[r]);
-          out[r] = v;
-          db1p[r] += v;
-        }
-        break;
-      }
+    T d[K];  // a local copy: the stores below cannot change it, so it stays in registers
+    for (int c = 0; c < K; ++c) d[c] = dz[j][c];
+    int r = 0;
+    for (; r + L <= H; r += L) {
       V s = {};
 #pragma GCC unroll 16
-      for (int c = 0; c < K; ++c) s += load(W2t + std::size_t(c) * H + r) * dz[j][c];
+      for (int c = 0; c < K; ++c) s += load(W2t + std::size_t(c) * H + r) * d[c];
       const V av = load(a + r);
       const V v = s * av * (T(1) - av);
       store(out + r, v);
       store(db1p + r, load(db1p + r) + v);
     }
+    for (; r < H; ++r) {  // the last rows, one at a time, the same sums
+      T s = 0;
+      for (int c = 0; c < K; ++c) s += W2t[std::size_t(c) * H + r] * d[c];
+      const T v = s * a[r] * (T(1) - a[r]);
+      out[r] = v;
+      db1p[r] += v;
+    }
   }
+}
+
+template <class T>
+[[gnu::always_inline]] inline void layer2_block_impl(T* A, const T* b1, const T* W2t, const T* b2,
+                                                     const std::uint8_t* y, int H, int C, int n, T inv_B, T* Z,
+                                                     T* dZ1, T* dW2p, T* db1p, double* loss, std::uint64_t* hits) {
+  constexpr int K = kClassChunk;
+  if (C < 1 || C > K || n < 1 || n > kColumnBlock || H < 0)
+    throw std::invalid_argument("layer2_block: needs 1 <= C <= kClassChunk, 1 <= n <= kColumnBlock");
+  sigmoid_scores(A, b1, W2t, H, C, n, Z);
+  // (+ b2), softmax, loss, hits, dZ2 in place of the scores; dz = dZ2 padded to K classes.
+  softmax_impl(Z, b2, y, C, n, inv_B, loss, hits);
+  T dz[kColumnBlock][K];
+  for (int j = 0; j < n; ++j)
+    for (int c = 0; c < K; ++c) dz[j][c] = c < C ? Z[std::size_t(j) * C + std::size_t(c)] : T(0);
+  weight2_part(A, dz, H, C, n, dW2p);
+  hidden_delta(A, W2t, dz, H, n, dZ1, db1p);
 }
 
 }  // namespace
