@@ -5,6 +5,8 @@
 // tests/kernels/test_gemm.cpp.
 #include "gemm/gemm.h"
 
+#include <type_traits>
+
 #include "common/check.h"
 #include "common/nvtx.h"
 #include "common/vector_access.h"
@@ -79,6 +81,16 @@ static_assert(matches_plan<float, 0>() && matches_plan<float, 1>() && matches_pl
 
 enum VecFlags { kVecA = 1, kVecB = 2, kVecD = 4 };
 
+template <class T> struct Bytes;  // VN uint8 values in one access (4 or 2 bytes)
+template <> struct Bytes<float> { using type = uchar4; };
+template <> struct Bytes<double> { using type = uchar2; };
+__device__ __forceinline__ void unpack_bytes(float* d, uchar4 v) {
+  d[0] = float(v.x) / 255.0f; d[1] = float(v.y) / 255.0f; d[2] = float(v.z) / 255.0f; d[3] = float(v.w) / 255.0f;
+}
+__device__ __forceinline__ void unpack_bytes(double* d, uchar2 v) {
+  d[0] = double(v.x) / 255.0; d[1] = double(v.y) / 255.0;
+}
+
 // Moves one operand tile (R rows of M or N, by BK) global -> registers -> shared memory, so
 // the global loads of tile t+1 are in flight while tile t is multiplied. Shared layout is
 // always S[k][r] (r contiguous, padded by one vector so the transposed stores of the
@@ -143,15 +155,59 @@ struct TileLoader {
   }
 };
 
+// The fused step's B: the batch's images read straight from the resident uint8 columns and
+// normalised on load, X(p, j) = src[p + cols[j] * ld] / 255 (the true division of
+// ops gather_normalize, so the products are those of the unfused path bit for bit). The same
+// chunks and shared layout as TileLoader; a chunk's VN bytes are one 4- (2-) byte load when
+// the column base and ld allow it (vec).
+template <class T, int R, int BK, int NT, bool kRowContig>
+struct GatherLoader : TileLoader<T, R, BK, NT, kRowContig> {
+  using Base = TileLoader<T, R, BK, NT, kRowContig>;
+  using Base::kChunks;
+  using Base::reg;
+  static constexpr int VN = Vec<T>::n;
+
+  __device__ __forceinline__ void load(const std::uint8_t* X, const std::uint32_t* cols, int ld, int rows,
+                                       int r0, int k0, int k_end, bool vec, int tid) {
+#pragma unroll
+    for (int q = 0; q < kChunks; ++q) {
+      int rr, kk;
+      Base::chunk(tid + q * NT, rr, kk);
+      const int r = r0 + rr, k = k0 + kk;
+      T* d = reg + q * VN;
+      // kRowContig (op T): r runs along a column (pixels), k picks the column; otherwise the
+      // reverse. `j` is the batch column, `p` the first pixel of the chunk.
+      const int j = kRowContig ? k : r, p = kRowContig ? r : k;
+      const int p_end = kRowContig ? rows : k_end;
+      const bool col_ok = kRowContig ? k < k_end : r < rows;
+      if (!col_ok) {
+#pragma unroll
+        for (int v = 0; v < VN; ++v) d[v] = T(0);
+        continue;
+      }
+      const std::uint8_t* src = X + static_cast<std::size_t>(cols[j]) * ld + p;
+      if (vec && p + VN <= p_end) {
+        unpack_bytes(d, __ldg(reinterpret_cast<const typename Bytes<T>::type*>(src)));
+      } else {
+#pragma unroll
+        for (int v = 0; v < VN; ++v) d[v] = p + v < p_end ? T(src[v]) / T(255) : T(0);
+      }
+    }
+  }
+};
+
 // k_split: the k-range of one grid.z slice (a multiple of BK). With gridDim.z > 1 each slice
 // writes its raw accumulators to ws; the last slice to finish a tile (found with a per-tile
 // atomic counter, no spinning) sums the slices in slice order, so the result does not depend
 // on which block finished last, then runs the epilogue and resets the counter for the next call.
-template <class T, class S, Op OA, Op OB>
+// kGatherB: B is the gathered uint8 batch (Bu8, Bcols; GatherLoader) instead of B.
+// Epilogue::Step: D = C - step_lr * (alpha * acc + beta * C), C read even when beta == 0.
+template <class T, class S, Op OA, Op OB, bool kGatherB>
 __global__ void __launch_bounds__(S::kThreads)
 gemm_warptile_kernel(int M, int N, int K, int k_split, T alpha, const T* A, int lda, const T* B,
                      int ldb, T beta, const T* C, int ldc, T* D, int ldd, Epilogue ep,
-                     const T* bias, int vec, T* ws, unsigned* counters) {
+                     const T* bias, int vec, T* ws, unsigned* counters, const std::uint8_t* Bu8,
+                     const std::uint32_t* Bcols, T step_lr) {
   constexpr int BM = S::BM, BN = S::BN, BK = S::BK, TM = S::TM, TN = S::TN, NT = S::kThreads;
   constexpr int PAD = Vec<T>::n;
   __shared__ __align__(16) T As[2][BK][BM + PAD];
@@ -168,9 +224,15 @@ gemm_warptile_kernel(int M, int N, int K, int k_split, T alpha, const T* A, int 
   const bool vecA = vec & kVecA, vecB = vec & kVecB;
 
   TileLoader<T, BM, BK, NT, OA == Op::N> la;
-  TileLoader<T, BN, BK, NT, OB == Op::T> lb;
+  using LoaderB = std::conditional_t<kGatherB, GatherLoader<T, BN, BK, NT, OB == Op::T>,
+                                     TileLoader<T, BN, BK, NT, OB == Op::T>>;
+  LoaderB lb;
+  const auto load_b = [&](int k0) {
+    if constexpr (kGatherB) lb.load(Bu8, Bcols, ldb, N, n0, k0, k_end, vecB, tid);
+    else lb.load(B, ldb, N, n0, k0, k_end, vecB, tid);
+  };
   la.load(A, lda, M, m0, k_begin, k_end, vecA, tid);
-  lb.load(B, ldb, N, n0, k_begin, k_end, vecB, tid);
+  load_b(k_begin);
   la.store(As[0], tid);
   lb.store(Bs[0], tid);
   __syncthreads();
@@ -189,7 +251,7 @@ gemm_warptile_kernel(int M, int N, int K, int k_split, T alpha, const T* A, int 
     // all-out-of-range tile (zeros, no memory traffic) into the idle buffer: cheaper than a
     // branch, and it keeps the compiler from peeling a second copy of this loop.
     la.load(A, lda, M, m0, k_begin + (t + 1) * BK, k_end, vecA, tid);
-    lb.load(B, ldb, N, n0, k_begin + (t + 1) * BK, k_end, vecB, tid);
+    load_b(k_begin + (t + 1) * BK);
 #pragma unroll
     for (int kk = 0; kk < BK; ++kk) {
       T a[TM], b[TN];
@@ -277,9 +339,15 @@ gemm_warptile_kernel(int M, int N, int K, int k_split, T alpha, const T* A, int 
           }
 #pragma unroll
           for (int r = 0; r < 4; ++r) v[r] += beta * cv[r];
-        }
+          if (ep == Epilogue::Step) {
 #pragma unroll
-        for (int r = 0; r < 4; ++r) v[r] = apply_epilogue(v[r], ep, bias, min(i0 + r, M - 1));
+            for (int r = 0; r < 4; ++r) v[r] = cv[r] - step_lr * v[r];
+          }
+        }
+        if (ep != Epilogue::Step) {
+#pragma unroll
+          for (int r = 0; r < 4; ++r) v[r] = apply_epilogue(v[r], ep, bias, min(i0 + r, M - 1));
+        }
         T* dp = D + i0 + jd * ldd;
         if (vec4) {
           store4(dp, v);
@@ -300,7 +368,9 @@ void launch_cfg(const GemmArgs<T>& a, int splits, cudaStream_t s) {
   auto vec_ok = [](const void* p, int ld) { return aligned16(p) && ld % VN == 0; };
   int vec = 0;
   if (vec_ok(a.A, a.lda)) vec |= kVecA;
-  if (vec_ok(a.B, a.ldb)) vec |= kVecB;
+  // Gathered bytes: a chunk is one VN-byte load when every column starts VN-byte aligned.
+  if (a.B_u8 ? (reinterpret_cast<std::uintptr_t>(a.B_u8) % VN == 0 && a.ldb % VN == 0) : vec_ok(a.B, a.ldb))
+    vec |= kVecB;
   if (vec_ok(a.D, a.ldd) && (!a.C || vec_ok(a.C, a.ldc))) vec |= kVecD;
 
   // Each slice gets a whole number of BK-tiles; recount so that no slice is empty.
@@ -317,12 +387,20 @@ void launch_cfg(const GemmArgs<T>& a, int splits, cudaStream_t s) {
     ws = static_cast<T*>(w.partial);
     counters = w.counters;
   }
-  with_ops(a.opA, a.opB, [&]<Op OA, Op OB>() {
-    gemm_warptile_kernel<T, S, OA, OB><<<grid, S::kThreads, 0, s>>>(
+  const auto launch = [&]<Op OA, Op OB, bool kGather>() {
+    gemm_warptile_kernel<T, S, OA, OB, kGather><<<grid, S::kThreads, 0, s>>>(
         a.M, a.N, a.K, k_split, a.alpha, a.A, a.lda, a.B, a.ldb, a.beta, a.C, a.ldc, a.D, a.ldd,
-        a.epilogue, a.bias, vec, ws, counters);
+        a.epilogue, a.bias, vec, ws, counters, a.B_u8, a.B_cols, a.step_lr);
     CHECK_LAUNCH("gemm_warptile_kernel");
-  });
+  };
+  // The gathered batch is B of the forward GEMM (op N) and of dW1 (op T), op(A) = N in both
+  // (gemm.cu's validate): only those two are instantiated.
+  if (a.B_u8) {
+    if (a.opB == Op::N) launch.template operator()<Op::N, Op::N, true>();
+    else launch.template operator()<Op::N, Op::T, true>();
+    return;
+  }
+  with_ops(a.opA, a.opB, [&]<Op OA, Op OB>() { launch.template operator()<OA, OB, false>(); });
 }
 
 }  // namespace

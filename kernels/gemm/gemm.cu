@@ -55,14 +55,23 @@ void validate(const GemmArgs<T>& a) {
   if (a.lda < a_rows) bad("lda " + std::to_string(a.lda) + " < rows of A " + std::to_string(a_rows));
   if (a.ldb < b_rows) bad("ldb " + std::to_string(a.ldb) + " < rows of B " + std::to_string(b_rows));
   if (a.ldd < a.M) bad("ldd " + std::to_string(a.ldd) + " < M " + std::to_string(a.M));
-  if (!a.A || !a.B || !a.D) bad("A, B and D must not be null");
+  const bool gathered = a.B_u8 != nullptr;
+  if (!a.A || !(a.B || gathered) || !a.D) bad("A, B and D must not be null");
   if (a.D == a.A || a.D == a.B) bad("D must not alias A or B");
+  if (gathered && !a.B_cols) bad("a gathered uint8 B needs its column list B_cols");
+  if (gathered && a.opA != Op::N) bad("a gathered uint8 B needs op(A) = N");
+  if (a.epilogue == Epilogue::Step) {
+    if (!a.C) bad("the step epilogue needs C (the weights)");
+    if (a.ldc < a.M) bad("ldc " + std::to_string(a.ldc) + " < M " + std::to_string(a.M));
+    if (a.C == a.D && a.ldc != a.ldd) bad("in-place C == D needs ldc == ldd");
+  }
   if (a.beta != T(0)) {
     if (!a.C) bad("C must not be null when beta != 0");
     if (a.ldc < a.M) bad("ldc " + std::to_string(a.ldc) + " < M " + std::to_string(a.M));
     if (a.C == a.D && a.ldc != a.ldd) bad("in-place C == D needs ldc == ldd");
   }
-  if (a.epilogue != Epilogue::None && !a.bias) bad("the bias epilogue needs a bias pointer");
+  if ((a.epilogue == Epilogue::Bias || a.epilogue == Epilogue::BiasSigmoid) && !a.bias)
+    bad("the bias epilogue needs a bias pointer");
 }
 
 }  // namespace gemm_detail
@@ -74,8 +83,12 @@ void gemm(int variant, const GemmArgs<T>& args, cudaStream_t s) {
   if (!kLaunchers<T>[variant])
     bad("variant " + std::to_string(variant) + " (" + gemm_variant_name(variant) + ") is retired");
   gemm_detail::validate(args);
+  if (variant != 4 && (args.B_u8 || args.epilogue == Epilogue::Step))
+    bad(std::string("variant ") + std::to_string(variant) + " (" + gemm_variant_name(variant) +
+        ") has no gathered uint8 B and no step epilogue (variant 4 has both)");
   GemmArgs<T> a = args;
-  if (a.beta == T(0)) a.C = nullptr;  // BLAS semantics: C is not read at all
+  // BLAS semantics: C is not read at all (but the step epilogue reads the weights).
+  if (a.beta == T(0) && a.epilogue != Epilogue::Step) a.C = nullptr;
   // Every variant puts N on gridDim.y (at most 65535 blocks), the narrowest with 8 columns
   // per block: wider problems run as column chunks (columns of D, C and op(B) are
   // independent; the bias is per row).
@@ -84,7 +97,9 @@ void gemm(int variant, const GemmArgs<T>& args, cudaStream_t s) {
     for (int j0 = 0; j0 < a.N; j0 += kMaxN) {
       GemmArgs<T> c = a;
       c.N = a.N - j0 < kMaxN ? a.N - j0 : kMaxN;
-      c.B = a.opB == Op::N ? a.B + std::size_t(j0) * a.ldb : a.B + j0;
+      if (a.B_u8 && a.opB == Op::N) c.B_cols = a.B_cols + j0;  // gathered: the columns' list
+      else if (a.B_u8) c.B_u8 = a.B_u8 + j0;
+      else c.B = a.opB == Op::N ? a.B + std::size_t(j0) * a.ldb : a.B + j0;
       if (c.C) c.C = a.C + std::size_t(j0) * a.ldc;
       c.D = a.D + std::size_t(j0) * a.ldd;
       gemm(variant, c, s);
@@ -101,7 +116,7 @@ void gemm_warptile_with_config(int cfg, int splits, const GemmArgs<T>& args, cud
   if (splits < 0) bad("negative split count " + std::to_string(splits));
   gemm_detail::validate(args);
   GemmArgs<T> a = args;
-  if (a.beta == T(0)) a.C = nullptr;
+  if (a.beta == T(0) && a.epilogue != Epilogue::Step) a.C = nullptr;
   gemm_detail::warptile_run(a, s, cfg, splits);
 }
 }  // namespace gemm_tuning

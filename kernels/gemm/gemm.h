@@ -17,7 +17,11 @@
 namespace nn {
 
 enum class Op { N, T };
-enum class Epilogue { None, Bias, BiasSigmoid };  // fused after alpha*op(A)op(B)+beta*C: D(i,j) += bias[i], then optional sigmoid
+// Fused after v = alpha*op(A)op(B) + beta*C: Bias / BiasSigmoid: D(i,j) = v + bias[i], then the
+// optional sigmoid. Step (variant 4 only; the fused training step's dW1 GEMM): v is a gradient,
+// C the weights it belongs to, and D(i,j) = C(i,j) - step_lr * v (C == D: the SGD step in place,
+// the same two roundings as gemm + ops sgd_update; C is read even when beta == 0).
+enum class Epilogue { None, Bias, BiasSigmoid, Step };
 
 template <class T>
 struct GemmArgs {
@@ -27,6 +31,12 @@ struct GemmArgs {
   T beta = 0;  const T* C = nullptr; int ldc = 0;  // C may be null when beta == 0; C may equal D (in place)
   T* D = nullptr; int ldd = 0;
   Epilogue epilogue = Epilogue::None; const T* bias = nullptr;  // bias has M entries
+  T step_lr = 0;  // Epilogue::Step's learning rate
+  // Variant 4 only (the fused step: the batch read straight from the resident images): when
+  // B_u8 is set, B is not read; the stored B (ldb rows per column) is uint8 columns gathered
+  // through B_cols, B(p, j) = B_u8[p + B_cols[j] * ldb] / 255 (a true division, as
+  // ops gather_normalize), so no normalised copy of the batch is ever written.
+  const std::uint8_t* B_u8 = nullptr; const std::uint32_t* B_cols = nullptr;
 };
 
 // The registry's rows as data (gemm/variants.h; gemm_detail because callers use the functions
@@ -137,9 +147,10 @@ __host__ __device__ __forceinline__ T sigmoid(T v) {
 }
 
 // bias and sigmoid, applied to v = alpha*acc + beta*c (that part is done by the caller).
+// Epilogue::Step is not handled here: variant 4 applies it where it holds C.
 template <class T>
 __host__ __device__ __forceinline__ T apply_epilogue(T v, Epilogue ep, const T* bias, int i) {
-  if (ep != Epilogue::None) v += bias[i];
+  if (ep == Epilogue::Bias || ep == Epilogue::BiasSigmoid) v += bias[i];
   if (ep == Epilogue::BiasSigmoid) v = sigmoid(v);
   return v;
 }

@@ -161,6 +161,17 @@ const Spec kSpecs[] = {
    "CUDA Graphs and replay them",
    [](const Config& c) { return std::string(c.graph ? "on" : "off"); },
    [](Config& c, const std::string& v) { c.graph = to_bool(v); }},
+  {"fused", "M", "--device gpu: the step as four fused kernels, the batch read from the resident "
+   "images, the loss kept on the device until the epoch ends; auto (with --gemm 4, data parallel) | "
+   "on (an error where it cannot) | off (the separate kernels, for comparison)",
+   [](const Config& c) { return std::string(fused_name(c.fused)); },
+   [](Config& c, const std::string& v) {
+     const std::string s = trim(v);
+     if (s == "auto") c.fused = Fused::Auto;
+     else if (s == "on") c.fused = Fused::On;
+     else if (s == "off") c.fused = Fused::Off;
+     else throw BadValue{s.empty() ? "missing value" : "must be auto, on or off"};
+   }},
   {"timeout", "SEC", "end the job (exit code 6) when a step takes over SEC s (setup and the "
    "first step: max(4 SEC, 120)), naming the MPI call it waits in (0 = off)",
    [](const Config& c) { return shown(c.timeout); },

@@ -84,29 +84,6 @@ void DeviceModel<T>::set_order(const std::vector<std::uint32_t>& order) {
   order_.upload(order.data(), order.size());
 }
 
-template <class T>
-template <class F>
-void DeviceModel<T>::run_phase(const GraphKey& key, F&& fn) {
-  if (!graphs_on_) {
-    fn();
-    return;
-  }
-  GraphSlot& g = graphs_[key];
-  if (!g.warmed) {  // first sight of this shape: eager, so lazy allocations happen now
-    g.warmed = true;
-    ++gstats_.eager;
-    fn();
-    return;
-  }
-  if (!g.exec) {
-    g.exec.capture(stream_.get(), fn);
-    ++gstats_.captured;
-    gstats_.nodes += g.exec.nodes();
-  }
-  g.exec.launch(stream_.get());
-  ++gstats_.replays;
-}
-
 // X = images(:, idx) / 255, A1 = sigmoid(W1 X + b1), Z2 = W2 A1 (+ b2) (columns 0..b-1).
 template <class T>
 void DeviceModel<T>::forward(const std::uint8_t* images, const std::uint32_t* idx, int b, bool bias2) {
@@ -218,13 +195,16 @@ void DeviceModel<T>::forward_backward(std::size_t offset, int b, T inv_B, bool a
   // profile shape: forward, then backward, once each per batch), the event in between.
   stage_batch(offset, b);
   const bool with_reg = add_reg && reg != T(0);
-  forward_and_loss(b, inv_B);
+  if (fused_) fused_forward(b);
+  else forward_and_loss(b, inv_B);
   if (phase_hook_) phase_hook_();  // the forward pass and the loss are queued
   {
     NN_RANGE("backward");
-    layer2_grads(b, with_reg, reg);
+    if (fused_) fused_layer2(b, inv_B, with_reg ? reg : T(0), T(0), false);
+    else layer2_grads(b, with_reg, reg);
     ev_layer2_.record(stream_.get());
-    layer1_grads(b, with_reg, reg);
+    if (fused_) fused_dw1(b, with_reg ? reg : T(0), T(0), false);
+    else layer1_grads(b, with_reg, reg);
   }
   ev_all_.record(stream_.get());
 }
@@ -261,17 +241,26 @@ void DeviceModel<T>::backward_layer2_phase(std::size_t offset, int b, T inv_B, b
     ev_layer2_.record(s);
     return;
   }
-  const auto fwd = [&] { forward_and_loss(b, inv_B); };
+  // The fused step writes [b1 | W2 | b2]'s gradient here (b1's too, ahead of the other phase).
+  const T freg = with_reg ? reg : T(0);
+  const auto fwd = [&] {
+    if (fused_) fused_forward(b);
+    else forward_and_loss(b, inv_B);
+  };
+  const auto bwd = [&] {
+    if (fused_) fused_layer2(b, inv_B, freg, T(0), false);
+    else layer2_grads(b, with_reg, reg);
+  };
   if (graphs_on_) {  // one graph: no host code can run between the two passes
-    run_phase({1, b, double(inv_B), with_reg}, [&] {
+    run_phase({fused_ ? 7 : 1, b, double(inv_B), with_reg}, [&] {
       fwd();
-      layer2_grads(b, with_reg, reg);
+      bwd();
     });
   } else {
     fwd();
     if (phase_hook_) phase_hook_();  // the forward pass and the loss are queued
     NN_RANGE("backward");
-    layer2_grads(b, with_reg, reg);
+    bwd();
   }
   ev_layer2_.record(s);
 }
@@ -281,7 +270,8 @@ void DeviceModel<T>::backward_layer1_phase(int b, bool add_reg, T reg) {
   const bool with_reg = add_reg && reg != T(0);
   if (b > 0) {
     NN_RANGE("backward");
-    run_phase({2, b, 0.0, with_reg}, [&] { layer1_grads(b, with_reg, reg); });
+    if (fused_) run_phase({8, b, 0.0, with_reg}, [&] { fused_dw1(b, with_reg ? reg : T(0), T(0), false); });
+    else run_phase({2, b, 0.0, with_reg}, [&] { layer1_grads(b, with_reg, reg); });
   }
   ev_all_.record(stream_.get());
 }
@@ -322,13 +312,15 @@ template <class T>
 void DeviceModel<T>::reset_stats() {
   loss_.zero();
   correct_.zero();
+  if (counts_.size()) counts_.zero();
 }
 
+// Unfused: the step's sums (softmax_xent's atomics); fused: the epoch's so far (layer2_finish).
 template <class T>
 void DeviceModel<T>::read_stats(double& loss_sum, std::uint64_t& correct) const {
   unsigned c = 0;
   loss_.download(&loss_sum, 1);
-  correct_.download(&c, 1);
+  (fused_ ? counts_ : correct_).download(&c, 1);
   correct = c;
 }
 

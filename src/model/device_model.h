@@ -11,6 +11,7 @@
 #include <tuple>
 #include <vector>
 
+#include "common/check.h"
 #include "common/device_buffer.h"
 #include "common/stream.h"
 #include "model/model.h"
@@ -33,6 +34,7 @@ template <class T>
 class DeviceModel {
  public:
   using Images = DeviceImages;  // what set_train_data and evaluate take (the trainer names it so)
+  using Scalar = T;
   static constexpr bool kOnHost = false;  // computes on the CUDA device (model.h)
   // max_cols: the most columns one forward pass handles (the largest local slice, or the
   // evaluation chunk). gemm_variant: nn::gemm's variant number, checked by the caller.
@@ -96,6 +98,30 @@ class DeviceModel {
   };
   const GraphStats& graph_stats() const { return gstats_; }
 
+  // --fused (the default with GEMM variant 4, data parallel): the step as four kernels, the
+  // batch read straight from the resident images (docs/architecture.md, "The fused step"):
+  //   1. A1 = sigmoid(W1 X + b1): variant 4 with X gathered and normalised on load;
+  //   2. ops layer2_fused: scores, softmax, loss and hits, dZ2, dW2 / db2 / db1 parts, dZ1 over A1;
+  //   3. dW1 = dZ1 X^T (+ reg W1), X gathered again; with lr given (fused_step) the epilogue
+  //      applies the SGD step to W1 in place instead of writing the gradient;
+  //   4. ops layer2_finish: [b1 | W2 | b2]'s parts summed, stepped (fused_step) or written.
+  // forward_backward and the two phases then write the gradient for the exchange (sgd_step
+  // as before); fused_step is a lone rank's whole step, the update included (no sgd_step).
+  // The loss and hits then accumulate on the device over the epoch (stats_deferred): the
+  // trainer reads them at its synchronisation points only (src/train/step.h).
+  void enable_fused(bool on);
+  bool fused() const { return fused_; }
+  void fused_step(std::size_t offset, int b, T inv_B, T reg, T lr);
+  bool stats_deferred() const { return fused_; }
+  // The device's epoch sums start from these (a resumed epoch continues the saved sums, so it
+  // adds the same numbers in the same order as an uninterrupted run).
+  void set_stats(double loss_sum, std::uint64_t correct);
+  // The first fused step since set_stats / reset_stats whose loss was not finite (1-based; 0: none).
+  unsigned first_nonfinite_step() const;
+  // Kernel launches issued so far by this process's code (check.h's counter, plus what the
+  // replayed graphs captured): --report's kernels_per_step is its change over a step.
+  std::uint64_t kernels_issued() const;
+
   // Called on the host between the forward pass's launches and the backward pass's in every
   // forward_backward (at once for an empty slice), e.g. to record a CUDA event there: the
   // trainer's --report times the two passes apart with it. Empty (default): nothing is called.
@@ -135,7 +161,10 @@ class DeviceModel {
   struct GraphSlot {
     bool warmed = false;
     GraphExec exec;
+    std::uint64_t kernels = 0;  // launches captured into exec
   };
+  std::uint64_t graph_kernels_ = 0;     // replayed graphs' kernels
+  std::uint64_t captured_launches_ = 0;  // launches counted while capturing (nothing ran)
   std::map<GraphKey, GraphSlot> graphs_;
   GraphStats gstats_;
 
@@ -150,7 +179,45 @@ class DeviceModel {
   DeviceBuffer<unsigned> correct_;
   DeviceImages shard_;
   std::function<void()> phase_hook_;
+  // The fused step (enable_fused): layer2_fused's per-tile parts, the device's epoch counts
+  // [hits, steps, first non-finite step] (the loss sum is loss_).
+  bool fused_ = false;
+  DeviceBuffer<T> parts_;
+  DeviceBuffer<double> loss_parts_;
+  DeviceBuffer<unsigned> hit_parts_, counts_;
+  void fused_forward(int b);
+  void fused_layer2(int b, T inv_B, T reg, T lr, bool step);
+  void fused_dw1(int b, T reg, T lr, bool step);
 };
+
+// Runs fn on the stream, or captures and replays it under --graph (a template: the phases of
+// device_model.cpp and device_model_fused.cpp use it).
+template <class T>
+template <class F>
+void DeviceModel<T>::run_phase(const GraphKey& key, F&& fn) {
+  if (!graphs_on_) {
+    fn();
+    return;
+  }
+  GraphSlot& g = graphs_[key];
+  if (!g.warmed) {  // first sight of this shape: eager, so lazy allocations happen now
+    g.warmed = true;
+    ++gstats_.eager;
+    fn();
+    return;
+  }
+  if (!g.exec) {
+    const std::uint64_t before = launch_counter().load();
+    g.exec.capture(stream_.get(), fn);
+    g.kernels = launch_counter().load() - before;
+    captured_launches_ += g.kernels;
+    ++gstats_.captured;
+    gstats_.nodes += g.exec.nodes();
+  }
+  g.exec.launch(stream_.get());
+  graph_kernels_ += g.kernels;
+  ++gstats_.replays;
+}
 
 static_assert(TrainableModel<DeviceModel<float>, float> && TrainableModel<DeviceModel<double>, double>);
 

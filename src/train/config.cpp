@@ -23,4 +23,17 @@ const char* node_shared_name(NodeShared m) {
   return "?";
 }
 
+const char* fused_name(Fused f) {
+  switch (f) {
+    case Fused::Auto: return "auto";
+    case Fused::On: return "on";
+    case Fused::Off: return "off";
+  }
+  return "?";
+}
+
+bool fused_in_use(const Config& cfg) {
+  return cfg.fused != Fused::Off && cfg.device == Device::Gpu && cfg.gemm == 4 && cfg.strategy != Strategy::Model;
+}
+
 }  // namespace nn::train

@@ -28,6 +28,15 @@ const char* device_name(Device d);  // "gpu", "cpu"
 enum class NodeShared { Auto, On, Off };
 const char* node_shared_name(NodeShared m);
 
+// --fused: the GPU step as four kernels, the batch read straight from the resident images
+// (device_model.h). Auto: wherever it runs (--device gpu, --gemm 4, data parallel); On: the
+// same, but an error elsewhere; Off: the twelve-kernel step of the separate kernels (the
+// reference path the fused one is measured against).
+enum class Fused { Auto, On, Off };
+const char* fused_name(Fused f);
+struct Config;
+bool fused_in_use(const Config& cfg);  // what --fused resolves to for this configuration
+
 struct Config {
   std::string data = "data/current";  // IDX directory: {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]
   int hidden = 256;                   // H
@@ -56,6 +65,7 @@ struct Config {
   NodeShared node_shared = NodeShared::Auto;  // --device cpu, ranks on one node: shared weights (setup.h)
   bool mpi_device = false;            // --mpi device: device pointers to a CUDA-aware MPI
   bool graph = false;                 // replay each step's kernels as CUDA Graphs
+  Fused fused = Fused::Auto;          // --device gpu: the fused step (fused_in_use)
   Device device = Device::Gpu;        // --device gpu | cpu
   CpuGemm cpu_gemm = CpuGemm::Auto;  // --device cpu: the GEMM library (cpu_gemm.h; resolved by train_with)
   double timeout = 300;               // seconds a step may take before the job ends (0 = off; watchdog.h)

@@ -79,6 +79,7 @@ std::optional<Checkpoint> snapshot(Run<T, Model>& R, const std::vector<T>* param
 // so a job that dies, diverges or is preempted keeps its last good state.
 template <class T, class Model>
 void save_now(Run<T, Model>& R) {
+  sync_stats(R);  // the fused step's sums are on the device
   const auto t0 = Clock::now();
   const std::optional<Checkpoint> ck = snapshot(R);
   on_root([&] { save_checkpoint(R.cfg.save, *ck); });
@@ -108,6 +109,7 @@ template <class T, class Model>
 void end_epoch(Run<T, Model>& R, int e, Clock::time_point t_epoch, double cpu_epoch) {
   watch("the end of epoch " + std::to_string(e + 1) + " (sums, validation, save)", false);
   R.timer.flush();  // the epoch's last batch
+  sync_stats(R);    // the fused step's sums, read once an epoch
   const auto st = reduced_sums(R);
   EpochStats es;
   es.epoch = e + 1;
@@ -131,6 +133,10 @@ void end_epoch(Run<T, Model>& R, int e, Clock::time_point t_epoch, double cpu_ep
   R.state.batch = 0;
   R.loss_acc = 0;
   R.hits_acc = 0;
+  if (stats_deferred(R)) {  // the device's sums too: the save below reads them
+    R.model.reset_stats();
+    R.stats_base = 0;
+  }
   if (!R.cfg.save.empty() && e + 1 < R.cfg.epochs) save_now(R);  // the last one: finish_run
 }
 
@@ -142,6 +148,11 @@ void run_epoch(Run<T, Model>& R, int e) {
   const auto t_epoch = Clock::now();
   const double cpu_epoch = process_cpu_seconds();
   R.model.set_order(shard_order(R.plan, R.mp ? 0 : R.r, e));
+  if constexpr (HasFusedStep<Model>)
+    if (stats_deferred(R)) {  // the device continues this epoch's sums (a resumed one's too)
+      R.model.set_stats(R.loss_acc, R.hits_acc);
+      R.stats_base = R.state.batch;
+    }
   for (std::size_t k = R.state.batch; k < R.K; ++k) {
     step(R, e, k);
     const std::uint64_t run_step = std::uint64_t(e) * R.K + k + 1;

@@ -142,6 +142,17 @@ nlohmann::ordered_json performance_report(Run<T, Model>& R) {
                        {"cores_busy_rank0", cores_busy(R).cores},
                        {"blas_bound_epoch_s", R.gemm_step_s * double(R.plan.n) / double(R.plan.B)}};
     report["host_queue_us_per_step"] = us_per_step;
+    if constexpr (!kOnHost<Model>) {
+      report["fused"] = fused_in_use(cfg);
+      // Our launches (check.h); cuBLAS's are not counted, so --gemm 0's count would be too low.
+#ifdef SIM_EMULATOR
+      const bool counted = true;
+#else
+      const bool counted = cfg.gemm != 0;
+#endif
+      if (counted) report["kernels_per_step"] = R.kernels_per_step;
+      else report["kernels_per_step"] = nullptr;
+    }
     report["graph"] = {{"enabled", cfg.graph}, {"captured", g.captured}, {"nodes", g.nodes},
                        {"replays", g.replays}, {"eager_runs", g.eager}};
   }

@@ -39,6 +39,13 @@ void validate(const Config& cfg) {
   if (cfg.device == Device::Cpu && cfg.mpi_device)
     bad("--mpi device is for --device gpu (with --device cpu, MPI already reduces the gradient in place)");
   if (cfg.device == Device::Cpu && cfg.graph) bad("--graph (CUDA Graphs) is for --device gpu");
+  if (cfg.fused == Fused::On && cfg.device == Device::Cpu)
+    bad("--fused on is for --device gpu (--device cpu always runs its own fused layer-2 pass)");
+  if (cfg.fused == Fused::On && cfg.gemm != 4)
+    bad("--fused on needs --gemm 4 (the GEMM that reads the images itself); --fused off runs --gemm " +
+        std::to_string(cfg.gemm));
+  if (cfg.fused == Fused::On && cfg.strategy == Strategy::Model)
+    bad("--fused on works with --strategy allreduce or ps, not model");
   if (cfg.node_shared == NodeShared::On && cfg.device != Device::Cpu)
     bad("--node-shared on is for --device cpu (GPUs exchange gradients through MPI)");
   if (cfg.node_shared == NodeShared::On && cfg.strategy != Strategy::Allreduce)

@@ -2,6 +2,7 @@
 // read and advanced by the named pieces of epoch.h, step.h, exchange.h and finish.h.
 // Internal to src/train (included by trainer.cpp).
 #pragma once
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -28,6 +29,18 @@ namespace nn::train {
 // "forward_backward" (which p_flops uses either way), "forward" and "backward" with count 0.
 template <class M>
 concept HasPhaseHook = requires(M& m, std::function<void()> f) { m.set_phase_hook(std::move(f)); };
+
+// DeviceModel's fused step (device_model.h): a lone rank's whole step in one call, and the
+// loss and hits kept on the device for the epoch (read at the synchronisation points of
+// step.h's sync_stats). CpuModel has neither.
+template <class M>
+concept HasFusedStep = requires(M& m, const M& cm, std::size_t n, int b, double d, std::uint64_t u) {
+  m.fused_step(n, b, typename M::Scalar(0), typename M::Scalar(0), typename M::Scalar(0));
+  { cm.stats_deferred() } -> std::convertible_to<bool>;
+  m.set_stats(d, u);
+  { cm.first_nonfinite_step() } -> std::convertible_to<unsigned>;
+  { cm.kernels_issued() } -> std::convertible_to<std::uint64_t>;
+};
 
 // ---- the run ----------------------------------------------------------------------------
 // Everything one training run works with, made once by setup and then read and advanced by
@@ -110,6 +123,8 @@ struct Run {
   std::uint64_t overlap_polls = 0;  // this rank's MPI_Test rounds while layer 1 was copied
   std::vector<int> shared_cols = std::vector<int>(std::size_t(p));  // node-shared: each rank's columns this step
   double queue_s = 0;               // host time spent queueing the steps' device work (--graph saves it)
+  std::size_t stats_base = 0;       // the epoch's batch at which the device's deferred sums started
+  std::uint64_t kernels_per_step = 0;  // kernel launches of the last step (device models)
   std::size_t steps = 0;
   double train_s = 0;
   // --device cpu: the step's GEMMs alone, timed on every rank at once after training (the

@@ -200,6 +200,8 @@ Setup<T, Model> setup(const Config& cfg, const HostData& data) {
   }
   s.model->set_train_data(std::move(shard));
   s.model->enable_graphs(cfg.graph);
+  if constexpr (!kOnHost<Model>)
+    if (fused_in_use(cfg)) s.model->enable_fused(true);
   // One rank, data parallel: nothing runs between the backward pass and the step, so the
   // host model lets its dW1 GEMM apply the step (CpuModel::fuse_w1_step).
   if constexpr (kOnHost<Model>)
@@ -264,6 +266,11 @@ void print_header(std::FILE* out, const Config& cfg, const HostData& data, const
                                                : "no overlap",
                  kOnHost<Model> ? "host (in place)" : cfg.mpi_device ? "device" : "pinned host",
                  cfg.graph ? ", CUDA Graphs" : "");
+  if (!kOnHost<Model> && cfg.strategy != Strategy::Model)
+    std::fprintf(out, "step: %s\n", fused_in_use(cfg)
+                 ? "fused (4 kernels, the batch read from the resident images; loss and accuracy read at the "
+                   "epoch's end; --fused off: the separate kernels)"
+                 : "separate kernels (--fused off, or --gemm other than 4)");
   for (const std::string& line : placement_lines(s.ranks)) std::fprintf(out, "%s\n", line.c_str());
   std::fflush(out);
   const std::string short_of_cores = threads_warning(s.ranks);

@@ -52,6 +52,39 @@ void stop_if_diverged(const Run<T, Model>& R, int epoch, std::size_t batch, doub
   if (!comm::all_ok(std::isfinite(loss))) diverged(R, epoch, batch);
 }
 
+// The fused step's loss and hits accumulate on the device over the epoch (no host round trip
+// inside it): true when the model keeps them there.
+template <class T, class Model>
+bool stats_deferred(const Run<T, Model>& R) {
+  if constexpr (HasFusedStep<Model>) return R.model.stats_deferred();
+  else return false;
+}
+
+// With deferred statistics: the device's epoch sums so far into loss_acc / hits_acc, and a
+// non-finite loss stops the run here, naming the first step that produced one (the smallest
+// over the ranks). Collective: at the epoch's end, --print-every lines and saves.
+template <class T, class Model>
+void sync_stats(Run<T, Model>& R) {
+  if constexpr (HasFusedStep<Model>) {
+    if (!R.model.stats_deferred()) return;
+    R.model.read_stats(R.loss_acc, R.hits_acc);
+    if (comm::all_ok(std::isfinite(R.loss_acc))) return;
+    const unsigned first = R.model.first_nonfinite_step();
+    const std::vector<double> all = comm::gather_to_root({first ? double(R.stats_base + first) : 0.0});
+    double batch = 0;
+    for (const double v : all)
+      if (v > 0 && (batch == 0 || v < batch)) batch = v;
+    diverged(R, int(R.state.epoch) + 1, std::size_t(comm::broadcast_value(batch)));
+  }
+}
+
+// Kernel launches so far (device models; 0 for the host model).
+template <class T, class Model>
+std::uint64_t kernels_issued(const Run<T, Model>& R) {
+  if constexpr (HasFusedStep<Model>) return R.model.kernels_issued();
+  else return 0;
+}
+
 // The device work of batch k: forward and backward on this rank's part, the exchange, SGD.
 template <class T, class Model>
 void compute_step(Run<T, Model>& R, std::size_t k) {
@@ -82,6 +115,13 @@ void compute_step(Run<T, Model>& R, std::size_t k) {
       step_node_shared(R, k);
     }
     return;
+  } else if (R.p == 1 && stats_deferred(R)) {
+    // A lone rank's fused step: the update happens inside it (no gradient, no sgd_step).
+    if constexpr (HasFusedStep<Model>) model.fused_step(pt.offset, b, inv_B, R.reg, R.lr);
+    R.queue_s += since(t_queue);
+    boundary(R, false);
+    R.timer.mark(Mark::Step);
+    return;
   } else if (kOnHost<Model> && R.overlap && R.p > 1) {
     backward_with_exchange_in_host_memory(R, pt.offset, b, inv_B, t_queue);
   } else {
@@ -111,6 +151,7 @@ template <class T, class Model>
 void report_progress(Run<T, Model>& R, int e, std::size_t k) {
   const int every = R.cfg.print_every;
   if (every <= 0 || (k + 1) % std::size_t(every) != 0) return;
+  sync_stats(R);  // collective too
   const auto st = reduced_sums(R);  // collective: every rank is at the same k
   const double seen = double(std::min((k + 1) * R.plan.B, R.plan.n));
   if (R.out) {
@@ -144,7 +185,9 @@ void step(Run<T, Model>& R, int e, std::size_t k) {
   watch("step " + std::to_string(std::uint64_t(e) * R.K + k + 1) + " (epoch " + std::to_string(e + 1) + ", batch " +
             std::to_string(k + 1) + "/" + std::to_string(R.K) + ")",
         R.steps == 0);  // the first step of this process: the setup allowance (cuBLAS, caches)
-  R.model.reset_stats();
+  const bool deferred = stats_deferred(R);  // else each step's own sums are read here
+  if (!deferred) R.model.reset_stats();
+  const std::uint64_t launches = kernels_issued(R);
   if (R.cfg.profile) {
     R.timer.begin(Mark::Untimed);
     boundary(R, true);  // every rank starts the batch together, its device idle
@@ -154,11 +197,14 @@ void step(Run<T, Model>& R, int e, std::size_t k) {
   }
   compute_step(R, k);
   ++R.steps;
-  double loss_sum = 0;
-  std::uint64_t hits = 0;
-  R.model.read_stats(loss_sum, hits);  // waits for the step; NaN/inf stays in loss_acc
-  R.loss_acc += loss_sum;
-  R.hits_acc += hits;
+  R.kernels_per_step = kernels_issued(R) - launches;
+  if (!deferred) {
+    double loss_sum = 0;
+    std::uint64_t hits = 0;
+    R.model.read_stats(loss_sum, hits);  // waits for the step; NaN/inf stays in loss_acc
+    R.loss_acc += loss_sum;
+    R.hits_acc += hits;
+  }
   R.state.batch = k + 1;
   agree_after_step(R, e, k);
   boundary(R, false);
