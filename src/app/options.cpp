@@ -158,9 +158,18 @@ const Spec kSpecs[] = {
      else throw BadValue{s.empty() ? "missing value" : "must be host or device"};
    }},
   {"graph", nullptr, "capture each step's kernels between host synchronisation points as "
-   "CUDA Graphs and replay them",
-   [](const Config& c) { return std::string(c.graph ? "on" : "off"); },
-   [](Config& c, const std::string& v) { c.graph = to_bool(v); }},
+   "CUDA Graphs and replay them (auto: with the fused step, not on GPGPU-Sim)",
+   [](const Config& c) { return std::string(graphs_name(c.graph)); },
+   [](Config& c, const std::string& v) {
+     if (to_bool(v)) c.graph = Graphs::On;
+     else if (c.graph == Graphs::On) c.graph = Graphs::Auto;
+   }},
+  {"no-graph", nullptr, "never capture CUDA Graphs (launch every kernel from the host)",
+   [](const Config& c) { return std::string(c.graph == Graphs::Off ? "on" : "off"); },
+   [](Config& c, const std::string& v) {
+     if (to_bool(v)) c.graph = Graphs::Off;
+     else if (c.graph == Graphs::Off) c.graph = Graphs::Auto;
+   }},
   {"fused", "M", "--device gpu: the step as four fused kernels, the batch read from the resident "
    "images, the loss kept on the device until the epoch ends; auto (with --gemm 4, data parallel) | "
    "on (an error where it cannot) | off (the separate kernels, for comparison)",

@@ -32,6 +32,20 @@ const char* fused_name(Fused f) {
   return "?";
 }
 
+const char* graphs_name(Graphs g) {
+  switch (g) {
+    case Graphs::Auto: return "auto";
+    case Graphs::On: return "on";
+    case Graphs::Off: return "off";
+  }
+  return "?";
+}
+
+bool graphs_in_use(const Config& cfg, bool on_simulator) {
+  if (cfg.device != Device::Gpu || cfg.graph == Graphs::Off) return false;
+  return cfg.graph == Graphs::On || (fused_in_use(cfg) && !on_simulator);
+}
+
 bool fused_in_use(const Config& cfg) {
   return cfg.fused != Fused::Off && cfg.device == Device::Gpu && cfg.gemm == 4 && cfg.strategy != Strategy::Model;
 }

@@ -34,8 +34,14 @@ const char* node_shared_name(NodeShared m);
 // reference path the fused one is measured against).
 enum class Fused { Auto, On, Off };
 const char* fused_name(Fused f);
+// CUDA Graphs (--graph / --no-graph): Auto is on with the fused step (device_model.h), where
+// the host then only queues a memcpy and one replay per step, and off elsewhere and on
+// GPGPU-Sim (no stream capture); On: wherever --device gpu runs (an error on GPGPU-Sim); Off: never.
+enum class Graphs { Auto, On, Off };
+const char* graphs_name(Graphs g);
 struct Config;
 bool fused_in_use(const Config& cfg);  // what --fused resolves to for this configuration
+bool graphs_in_use(const Config& cfg, bool on_simulator);  // what --graph resolves to
 
 struct Config {
   std::string data = "data/current";  // IDX directory: {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]
@@ -64,7 +70,7 @@ struct Config {
   bool overlap = true;                // data parallel: reduce layer 2 while the dW1 GEMM runs
   NodeShared node_shared = NodeShared::Auto;  // --device cpu, ranks on one node: shared weights (setup.h)
   bool mpi_device = false;            // --mpi device: device pointers to a CUDA-aware MPI
-  bool graph = false;                 // replay each step's kernels as CUDA Graphs
+  Graphs graph = Graphs::Auto;        // replay each step's kernels as CUDA Graphs (graphs_in_use)
   Fused fused = Fused::Auto;          // --device gpu: the fused step (fused_in_use)
   Device device = Device::Gpu;        // --device gpu | cpu
   CpuGemm cpu_gemm = CpuGemm::Auto;  // --device cpu: the GEMM library (cpu_gemm.h; resolved by train_with)

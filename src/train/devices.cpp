@@ -150,7 +150,7 @@ std::string check_placement(const std::vector<RankDevice>& ranks) {
 std::string simulator_limits(const std::string& device_name, const Config& cfg) {
   if (device_name.rfind("GPGPU-Sim", 0) != 0) return "";
   if (cfg.gemm == 0) return "--gemm 0 (cuBLAS) does not run on GPGPU-Sim; use --gemm 1-4";
-  if (cfg.graph) return "--graph (CUDA Graphs) does not run on GPGPU-Sim; leave it out";
+  if (cfg.graph == Graphs::On) return "--graph (CUDA Graphs) does not run on GPGPU-Sim; leave it out";
   return "";
 }
 

@@ -153,10 +153,10 @@ nlohmann::ordered_json performance_report(Run<T, Model>& R) {
       if (counted) report["kernels_per_step"] = R.kernels_per_step;
       else report["kernels_per_step"] = nullptr;
     }
-    report["graph"] = {{"enabled", cfg.graph}, {"captured", g.captured}, {"nodes", g.nodes},
+    report["graph"] = {{"enabled", R.s.graphs}, {"captured", g.captured}, {"nodes", g.nodes},
                        {"replays", g.replays}, {"eager_runs", g.eager}};
   }
-  if (R.out && cfg.graph)
+  if (R.out && R.s.graphs)
     std::fprintf(R.out, "graphs: %zu captured (%zu kernel/copy nodes), %zu replays, %zu eager warm-up runs; "
                  "host time to queue a step %.1f us (rank 0)\n", g.captured, g.nodes, g.replays, g.eager,
                  us_per_step);

@@ -38,7 +38,7 @@ void validate(const Config& cfg) {
     bad("--mpi device works with --strategy allreduce or model; the parameter server (ps) sums on the host");
   if (cfg.device == Device::Cpu && cfg.mpi_device)
     bad("--mpi device is for --device gpu (with --device cpu, MPI already reduces the gradient in place)");
-  if (cfg.device == Device::Cpu && cfg.graph) bad("--graph (CUDA Graphs) is for --device gpu");
+  if (cfg.device == Device::Cpu && cfg.graph == Graphs::On) bad("--graph (CUDA Graphs) is for --device gpu");
   if (cfg.fused == Fused::On && cfg.device == Device::Cpu)
     bad("--fused on is for --device gpu (--device cpu always runs its own fused layer-2 pass)");
   if (cfg.fused == Fused::On && cfg.gemm != 4)

@@ -59,7 +59,7 @@ struct Run {
         in_place(c.mpi_device || kOnHost<Model>),
         h_grad(mp || in_place ? 0 : np), h_scores(mp && !in_place ? std::size_t(kNumClasses) * s.b_max : 0),
         timer(root && (!c.report.empty() || c.profile), kOnHost<Model>), overlap(c.overlap && !c.profile),
-        split(HasPhaseHook<Model> && !c.graph),
+        split(HasPhaseHook<Model> && !s.graphs),
         compute(split || mp ? Mark::Forward : Mark::ForwardBackward),
         mpi_range(c.strategy == Strategy::ParamServer ? "MPI_Send/MPI_Recv parameter server" : "MPI_Allreduce") {
     res.n_fit = sz.n_fit;

@@ -78,6 +78,7 @@ struct Setup {
   std::vector<T> init;               // static_cast of rp.init, as the reference converts
   std::vector<RankDevice> ranks;     // rank 0: every rank's node and device, in rank order
   std::string device_name;           // this rank's cudaDeviceProp::name (or CPU name), for --report
+  bool graphs = false;               // --graph resolved (graphs_in_use): the model replays CUDA Graphs
   int threads = 0;                   // --device cpu: this rank's BLAS threads
   int b_max = 0;                     // this rank's largest batch part
   // --device cpu, data parallel, every rank on one node: the memory the model's parameters and
@@ -199,7 +200,8 @@ Setup<T, Model> setup(const Config& cfg, const HostData& data) {
     s.model->set_params(s.init);
   }
   s.model->set_train_data(std::move(shard));
-  s.model->enable_graphs(cfg.graph);
+  s.graphs = graphs_in_use(cfg, s.device_name.rfind("GPGPU-Sim", 0) == 0);
+  s.model->enable_graphs(s.graphs);
   if constexpr (!kOnHost<Model>)
     if (fused_in_use(cfg)) s.model->enable_fused(true);
   // One rank, data parallel: nothing runs between the backward pass and the step, so the
@@ -265,7 +267,7 @@ void print_header(std::FILE* out, const Config& cfg, const HostData& data, const
                  : cfg.overlap && !cfg.profile ? "layer-2 reduction overlapped with the dW1 GEMM"
                                                : "no overlap",
                  kOnHost<Model> ? "host (in place)" : cfg.mpi_device ? "device" : "pinned host",
-                 cfg.graph ? ", CUDA Graphs" : "");
+                 s.graphs ? ", CUDA Graphs" : "");
   if (!kOnHost<Model> && cfg.strategy != Strategy::Model)
     std::fprintf(out, "step: %s\n", fused_in_use(cfg)
                  ? "fused (4 kernels, the batch read from the resident images; loss and accuracy read at the "

@@ -2,7 +2,8 @@
 # make test-gpgpusim: the CUDA build, as nvcc made it, executed on GPGPU-Sim (functional mode).
 #   1. the simulator fixes, each by a standalone program with known answers (programs/*.cu);
 #   2. the CUDA build's own kernel tests (tests/kernels: every GEMM variant but cuBLAS, and transpose,
-#      the split-K plans, every ops.cu kernel, at the CUDA build's grid sizes) less those that
+#      the split-K plans, the gathered-B GEMM and its step epilogue, every ops.cu kernel, the fused
+#      step's layer2.cu, at the CUDA build's grid sizes) less those that
 #      cannot run here, listed in SKIPPED below with the reason; then a check, from the
 #      simulator's logs, that every __global__ kernel of kernels/ ran (the cuBLAS epilogue aside);
 #   3. nn_train of the CUDA build at 2 ranks, one simulated GPU each, --gemm 4 and --gemm 2,
@@ -42,7 +43,7 @@ done
 #   GemmWarptile.GraphKeepsItsScratchWhenALaterGemmGrowsIt: captures a CUDA graph (not simulated);
 #   GemmApi.WideProblemsRunInColumnChunks: N > 4 million columns, about 6.5 minutes
 #     functional on 2 cores (measured); the chunking it checks is host code.
-KERNEL_TESTS=${GPGPUSIM_KERNEL_TESTS:-'Gemm*:Ops*:AllVariants/GemmVariant.*'}  # the override is for debugging
+KERNEL_TESTS=${GPGPUSIM_KERNEL_TESTS:-'Gemm*:Ops*:Layer2Fused*:AllVariants/GemmVariant.*'}  # the override is for debugging
 SKIPPED='*cublas*:GemmApi.InvalidArgumentsThrow:GemmApi.EveryVariantWorksAfterReleaseAndDeviceReset'
 SKIPPED+=':GemmWarptile.GraphKeepsItsScratchWhenALaterGemmGrowsIt:GemmApi.WideProblemsRunInColumnChunks'
 # In SHARDS processes at once (gtest's sharding), one simulated GPU each: one per core.

@@ -216,7 +216,7 @@ TEST(CpuTrain, GpuOnlyOptionsAndBadSizesAreUserErrors) {
   c.mpi_device = true;
   EXPECT_NE(message(c).find("--mpi device is for --device gpu"), std::string::npos) << message(c);
   c = cpu_config(6, 7, 1);
-  c.graph = true;
+  c.graph = Graphs::On;
   EXPECT_NE(message(c).find("--graph"), std::string::npos);
   c = cpu_config(6, 100, 1);  // more than the 54 training images
   EXPECT_NE(message(c).find("--batch 100 exceeds the 54 training images"), std::string::npos) << message(c);

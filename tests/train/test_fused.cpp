@@ -54,9 +54,10 @@ TEST(Fused, OverlapGraphsAndStrategiesGiveTheSameWeights) {
   Config c = small_config(12, 7, 2);
   c.verify = false;
   c.fused = Fused::On;
+  c.graph = Graphs::Off;
   const std::vector<double> base = flat(train_on<float>(c, d, nullptr).params);
   Config g = c;
-  g.graph = true;
+  g.graph = Graphs::On;
   EXPECT_EQ(flat(train_on<float>(g, d, nullptr).params), base) << "--graph";
   Config o = c;
   o.overlap = false;
