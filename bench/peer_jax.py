@@ -424,7 +424,7 @@ def check(jax, mode):
     worst = 0.0
     dev = jax.devices()[0]
     print("check: --mode %s on %s (%s), jax_default_matmul_precision %s" % (
-        mode, dev.platform, dev.device_kind, jax.config.jax_default_matmul_precision))
+        mode, dev.platform, dev.device_kind, getattr(jax.config, "jax_default_matmul_precision", "?")))
     for batch in (7, 4):  # one step of 7 (the scan); a step of 4 then the last batch of 3
         params = tuple(jnp.asarray(p) for p in p0)
         xs, ys = jnp.asarray(X), jnp.asarray(y)
