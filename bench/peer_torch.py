@@ -141,6 +141,15 @@ class GraphedStep:
         return self.ce_sum, self.hits
 
 
+def capture(fn, *args):
+    """A new CUDA graph holding fn(*args) (captured, not run). One function, so that a test
+    without a GPU can put an emulation in its place."""
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fn(*args)
+    return g
+
+
 def capture_step(net, opt, xs, ys, n_fit, batch, warmup=3):
     """Capture the training step, forward + cross-entropy + backward + opt.step() + the running
     loss and hit count, as one CUDA graph per batch size (the full batches, and the smaller last
@@ -178,10 +187,7 @@ def capture_step(net, opt, xs, ys, n_fit, batch, warmup=3):
     graphs = {}
     for s in sizes:
         opt.zero_grad(set_to_none=True)  # the backward allocates the gradients inside the graph
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            step(bufs[s])
-        graphs[s] = g
+        graphs[s] = capture(step, bufs[s])
     torch.cuda.synchronize()
     with torch.no_grad():
         for p, v in zip(params, saved):
