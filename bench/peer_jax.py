@@ -477,7 +477,7 @@ def main():
     a = parse()
     threads = a.threads or int(os.environ.get("OMP_NUM_THREADS", "1") or 1)
     set_platform(a.device)
-    how = set_threads(threads)
+    how = set_threads(threads) if a.device != "gpu" else "unused on the GPU"
     rank = int(os.environ.get(RANK_ENV, "0"))
     children = []
     if a.procs > 1 and not a.check and rank == 0:

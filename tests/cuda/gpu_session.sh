@@ -8,6 +8,8 @@
 # Run from the repository root (bench/peer_torch.py is read from there).
 # STEPS="name ..." runs only those steps (the names in the table, or shell patterns such as
 # 'peer_*' for the whole peer comparison), for a short second call.
+# PEER_BUDGET (default 240): the seconds the peer comparison (3b) may take in all; its steps
+# stop there (the table is still written from what ran).
 set -uo pipefail
 KIT=$(readlink -f "${1:?usage: gpu_session.sh KIT OUT [BUDGET_S]}")
 OUT=$(mkdir -p "${2:?usage: gpu_session.sh KIT OUT [BUDGET_S]}" && readlink -f "$2")
@@ -136,17 +138,32 @@ done
 #     graph, and PyTorch eager (TF32 off). Each peer run is mostly startup (imports, CUDA, XLA's
 #     compile and autotuning, the graph capture): its `startup_seconds:` line says how much.
 #     The table (ms per epoch, ours / peer, the FP32 limit of each shape) goes to OUT/peers_gpu.md.
-step peer_jax_check 45 "$PY" bench/peer_jax.py --check --device gpu --mode step
+#     Expected, per shape: ours 2 x 1-2 s, each peer about 8-17 s (mostly startup): 3-3.5 min in
+#     all; PEER_BUDGET caps the block.
+PEER_BUDGET=${PEER_BUDGET:-240}
+peer_t0=$SECONDS
+peer_step() {  # step NAME LIMIT CMD..., within what is left of PEER_BUDGET
+  local name=$1 limit=$2 left=$((PEER_BUDGET - (SECONDS - peer_t0)))
+  shift 2
+  if [ "$left" -lt 10 ]; then
+    known+=("$name")
+    selected "$name" && rows+=("$(printf '%-28s %-8s %5s  %s' "$name" skipped - "PEER_BUDGET spent")")
+    return 0
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
+  step "$name" "$limit" "$@"
+}
+peer_step peer_jax_check 45 "$PY" bench/peer_jax.py --check --device gpu --mode step
 for hb in 256:100 512:800 1024:1000 1024:3000; do
   s=${hb/:/_}
   PEER=(--data data/current --hidden "${hb%:*}" --batch "${hb#*:}" --lr 0.5 --reg 1e-4 --epochs 4)
-  step "peer_ours_$s" 20 "${ONE[@]}" "$BIN/nn_train" "${PEER[@]}" --metrics "$LOGS/peer_ours_$s.csv"
-  step "peer_ours_unfused_$s" 20 "${ONE[@]}" "$BIN/nn_train" "${PEER[@]}" --fused off \
+  peer_step "peer_ours_$s" 20 "${ONE[@]}" "$BIN/nn_train" "${PEER[@]}" --metrics "$LOGS/peer_ours_$s.csv"
+  peer_step "peer_ours_unfused_$s" 20 "${ONE[@]}" "$BIN/nn_train" "${PEER[@]}" --fused off \
     --metrics "$LOGS/peer_ours_unfused_$s.csv"
-  step "peer_jax_scan_$s" 45 "$PY" bench/peer_jax.py "${PEER[@]}" --device gpu --mode scan
-  step "peer_jax_step_$s" 45 "$PY" bench/peer_jax.py "${PEER[@]}" --device gpu --mode step
-  step "peer_torch_graph_$s" 45 "$PY" bench/peer_torch.py "${PEER[@]}" --device cuda --cuda-graph
-  step "peer_torch_eager_$s" 45 "$PY" bench/peer_torch.py "${PEER[@]}" --device cuda
+  peer_step "peer_jax_scan_$s" 45 "$PY" bench/peer_jax.py "${PEER[@]}" --device gpu --mode scan
+  peer_step "peer_jax_step_$s" 45 "$PY" bench/peer_jax.py "${PEER[@]}" --device gpu --mode step
+  peer_step "peer_torch_graph_$s" 45 "$PY" bench/peer_torch.py "${PEER[@]}" --device cuda --cuda-graph
+  peer_step "peer_torch_eager_$s" 45 "$PY" bench/peer_torch.py "${PEER[@]}" --device cuda
 done
 step peer_table 20 "$PY" bench/peers_gpu_table.py "$LOGS" --out "$LOGS/peers_gpu.md" --csv "$LOGS/peers_gpu.csv"
 [ -s "$LOGS/peers_gpu.md" ] && cp "$LOGS/peers_gpu.md" "$OUT/"
