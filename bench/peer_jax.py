@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Peer baseline: nn_train's network and SGD loop written in JAX (XLA:CPU), twin of peer_torch.py.
+"""Peer baseline: nn_train's network and SGD loop written in JAX (XLA:CPU or CUDA), twin of peer_torch.py.
 
 784-H-10, sigmoid hidden layer, softmax + cross-entropy (mean over the batch), L2 on the
 weights only as (reg/2)(|W1|^2 + |W2|^2), i.e. a gradient term reg*W (none on the biases),
@@ -10,14 +10,29 @@ split as nn_train: the first --train-size images, the last --val-fraction of the
 batches of --batch in a fresh random order every epoch (jax.random, seeded; the last batch may
 be smaller and its gradient is the mean over its true size). Data: the same IDX files (raw or gzip).
 
-Compiled the JAX way: one jax.jit function per epoch (the shuffle, a jax.lax.scan over the full
-batches, then one more step for the smaller last batch when there is one), the parameters
-donated. It is compiled ahead of the first epoch, so epoch 1 is a warm-up without the compile.
+Compiled the JAX way, in one of two modes (--mode), each compiled ahead of the first epoch (so
+epoch 1 is a warm-up without the compile):
+  scan (default): one jax.jit function per epoch (the shuffle, a jax.lax.scan over the full
+        batches, then one more step for the smaller last batch when there is one), the
+        parameters donated: one dispatch per epoch.
+  step: one jitted SGD step (the batch's indices cut from the epoch's order inside it, the
+        running loss and hit count carried along), called from a Python loop once per batch,
+        the parameters and the running sums donated; the order comes from a jitted shuffle
+        (the same keys as scan), and a second compiled step takes the smaller last batch.
+Every dot, forward and backward, runs at lax.Precision.HIGHEST (and jax_default_matmul_precision
+is "highest"): true float32 on a GPU, no TF32 (on XLA:CPU float32 dots are float32 anyway).
+
+--device cpu (XLA:CPU, JAX_PLATFORMS=cpu), gpu (alias cuda: JAX_PLATFORMS=cuda, a CUDA jaxlib;
+GPU memory not preallocated: XLA_PYTHON_CLIENT_PREALLOCATE=false unless set), auto (default:
+whatever backend this JAX picks, a GPU when it has one). On a GPU the header names the device and
+how XLA runs the step's dots (cuBLAS custom calls, Triton GEMM fusions or plain XLA dots, read
+from the compiled HLO); --procs and --threads are for the CPU.
 
     build/venv-peer-jax/bin/python bench/peer_jax.py --data data/current --hidden 512 \
         --batch 800 --epochs 3 --threads 2
     build/venv-peer-jax/bin/python bench/peer_jax.py ... --procs 2 --threads 1   # gloo
     build/venv-peer-jax/bin/python bench/peer_jax.py --check     # one step against numpy (float64)
+    python3 bench/peer_jax.py --device gpu --mode step --hidden 1024 --batch 1000 --epochs 4
 
 Threads: --threads T (0: $OMP_NUM_THREADS, else 1) sets PJRT_NPROC=T before jax is imported:
 the size of the XLA:CPU client's intra-op thread pool, which runs its dots (YNNPACK fusions,
@@ -34,12 +49,16 @@ over the processes gives every one the whole batch's mean gradient: the same SGD
 Each process uses T threads. Rank 0 prints and times.
 
 --check: no training; one SGD step (and a step followed by a smaller last batch) of 7 images,
-H = 5, through the same compiled epoch, against the same step recomputed independently in
-float64 numpy (forward, softmax-CE gradient, L2 term, update). Prints the largest relative error
-of the parameters and of their updates; exit status 0 when it is below 1e-5, else 1.
+H = 5, through the same compiled epoch of the chosen --mode and --device, against the same step
+recomputed independently in float64 numpy (forward, softmax-CE gradient, L2 term, update). Prints
+the largest relative error of the parameters and of their updates; exit status 0 when it is
+below 1e-5, else 1 (on a GPU, TF32 dots would miss that bound).
 
-Prints a header (versions, threads and how they were set, which library runs each of the step's
-dots Z1 = X W1^T, Z2, dA1 = dZ2 W2, dW1, dW2, read from the compiled HLO), one line per epoch, then
+Prints a header (versions, mode, device, how many of the step's dots run at HIGHEST, read from
+the lowered StableHLO; on the CPU the threads and how they were set and which library runs each
+of the dots Z1 = X W1^T, Z2, dA1 = dZ2 W2, dW1, dW2, read from the compiled HLO), one line per
+epoch, then
+    startup_seconds: S   (from the script's start to the first epoch: imports, data, compile)
     cpu/wall: C   (process CPU time / wall time over the timed epochs 2..E; 1..E when E = 1)
     epoch_seconds: s1 s2 ...   (wall time of each epoch's batches, results ready)
     test precision: 0.xxxx
@@ -48,10 +67,13 @@ validation or test.
 """
 import argparse
 import os
+import time
+
+START = time.perf_counter()  # startup_seconds counts from here: imports, data, compile
+
 import socket
 import subprocess
 import sys
-import time
 import traceback
 
 import numpy as np
@@ -65,8 +87,12 @@ COORD_ENV = "PEER_JAX_COORDINATOR"  # host:port of the jax.distributed coordinat
 def parse():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_common_args(ap)
-    ap.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto",
-                    help="cpu only (auto means cpu): this peer runs JAX's CPU backend")
+    ap.add_argument("--device", choices=["auto", "gpu", "cuda", "cpu"], default="auto",
+                    help="cpu: XLA:CPU; gpu (or cuda): JAX's CUDA backend; auto: the backend "
+                         "this JAX picks (a GPU when it has one)")
+    ap.add_argument("--mode", choices=["scan", "step"], default="scan",
+                    help="scan: the whole epoch in one jitted lax.scan; step: one jitted SGD "
+                         "step called from a Python loop (parameters donated)")
     ap.add_argument("--threads", type=int, default=0,
                     help="XLA:CPU threads per process (PJRT_NPROC); 0: $OMP_NUM_THREADS, else 1")
     ap.add_argument("--procs", type=int, default=1,
@@ -80,8 +106,24 @@ def parse():
     if a.threads < 0:
         ap.error("bad --threads")
     if a.device == "cuda":
-        ap.error("--device cuda: this peer runs JAX on the CPU only (jax[cpu]); use --device cpu")
+        a.device = "gpu"
+    if a.procs > 1 and a.device == "auto":
+        a.device = "cpu"
+    if a.procs > 1 and a.device != "cpu":
+        ap.error("--procs > 1 is for --device cpu (gloo CPU collectives)")
+    if a.procs > 1 and a.mode != "scan":
+        ap.error("--procs > 1 runs --mode scan only")
     return a
+
+
+def set_platform(device):
+    """Before jax is imported: which backend JAX initialises (JAX_PLATFORMS; auto: JAX's choice)."""
+    if device == "cpu":
+        os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    elif device == "gpu":
+        os.environ["JAX_PLATFORMS"] = "cuda"
+    if device != "cpu":  # several runs one after another: take GPU memory as needed, not 75% of it
+        os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 
 def set_threads(threads):
@@ -95,7 +137,6 @@ def set_threads(threads):
             how += ", --xla_cpu_multi_thread_eigen=false"
         else:
             how += ", xla_cpu_multi_thread_eigen as XLA_FLAGS gives it"
-    os.environ.setdefault("JAX_PLATFORMS", "cpu")
     try:
         how += ", affinity %d CPUs" % len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -106,16 +147,15 @@ def set_threads(threads):
 # --------------------------------------------------------------------------------------------
 # The model, written once for the training loop and for --check (jax imported by the caller).
 
-def make_epoch(jax, n_fit, batch, lr, reg, shuffle, seed, procs=1, axis=None):
-    """The epoch as a function (params, xs, ys, epoch) -> (params, ce_sum, hits).
-
-    params = (W1, b1, W2, b2); xs (n_fit, 784) uint8; ys (n_fit,) int32; epoch an int32 scalar
-    (the shuffle key is fold_in(key(seed), epoch)). ce_sum is the sum over the epoch's images of
-    their cross-entropy, hits the number classified right, both from the forward passes before
-    each update. With axis (inside a shard_map over `procs` processes) each process works on its
-    slice of every batch and the gradient sums are psum'd over the axis."""
+def make_step(jax, lr, reg, procs=1, axis=None):
+    """One SGD step as a function (params, xs, ys, idx) -> (params, ce_sum, hits) of the batch of
+    images xs[idx] (idx int32, its length the global batch size); ce_sum and hits are the batch's
+    cross-entropy sum and right answers from the forward pass before the update. Every dot at
+    lax.Precision.HIGHEST (autodiff's transposed dots keep it). With axis (inside a shard_map
+    over `procs` processes) each process works on its slice of the batch and the gradient sums
+    are psum'd over the axis."""
     jnp, lax = jax.numpy, jax.lax
-    n_full, rest = divmod(n_fit, batch)
+    highest = lax.Precision.HIGHEST
 
     def slice_of(idx):
         """This process's part of a global batch of indices: (indices, mask or None)."""
@@ -141,8 +181,8 @@ def make_epoch(jax, n_fit, batch, lr, reg, shuffle, seed, procs=1, axis=None):
 
         def loss(p):
             W1, b1, W2, b2 = p
-            a1 = jax.nn.sigmoid(xb @ W1.T + b1)
-            z2 = a1 @ W2.T + b2
+            a1 = jax.nn.sigmoid(jnp.matmul(xb, W1.T, precision=highest) + b1)
+            z2 = jnp.matmul(a1, W2.T, precision=highest) + b2
             ce = -jnp.take_along_axis(jax.nn.log_softmax(z2), yb[:, None], axis=1)[:, 0]
             if mask is not None:
                 ce = jnp.where(mask, ce, 0.0)
@@ -165,12 +205,39 @@ def make_epoch(jax, n_fit, batch, lr, reg, shuffle, seed, procs=1, axis=None):
             hit = hit & mask
         return new, ce_s, jnp.sum(hit, dtype=jnp.int32)
 
-    def epoch(params, xs, ys, e):
+    return step
+
+
+def make_order(jax, n_fit, shuffle, seed):
+    """The epoch's order of the images as a function of the epoch number (an int32 scalar):
+    a permutation keyed by fold_in(key(seed), epoch), or 0..n_fit-1 without --shuffle."""
+    jnp = jax.numpy
+
+    def order(e):
         if shuffle:
-            order = jax.random.permutation(jax.random.fold_in(jax.random.key(seed), e), n_fit)
+            o = jax.random.permutation(jax.random.fold_in(jax.random.key(seed), e), n_fit)
         else:
-            order = jnp.arange(n_fit)
-        order = order.astype(jnp.int32)
+            o = jnp.arange(n_fit)
+        return o.astype(jnp.int32)
+
+    return order
+
+
+def make_epoch(jax, n_fit, batch, lr, reg, shuffle, seed, procs=1, axis=None):
+    """The epoch as a function (params, xs, ys, epoch) -> (params, ce_sum, hits), for --mode scan.
+
+    params = (W1, b1, W2, b2); xs (n_fit, 784) uint8; ys (n_fit,) int32; epoch an int32 scalar
+    (the shuffle key is fold_in(key(seed), epoch)). ce_sum is the sum over the epoch's images of
+    their cross-entropy, hits the number classified right, both from the forward passes before
+    each update. With axis (inside a shard_map over `procs` processes) each process works on its
+    slice of every batch and the gradient sums are psum'd over the axis."""
+    jnp, lax = jax.numpy, jax.lax
+    n_full, rest = divmod(n_fit, batch)
+    step = make_step(jax, lr, reg, procs, axis)
+    make = make_order(jax, n_fit, shuffle, seed)
+
+    def epoch(params, xs, ys, e):
+        order = make(e)
 
         def body(carry, idx):
             p, ce_sum, hits = carry
@@ -191,6 +258,92 @@ def make_epoch(jax, n_fit, batch, lr, reg, shuffle, seed, procs=1, axis=None):
         return params, ce_sum, hits
 
     return epoch
+
+
+def compile_step_epoch(jax, n_fit, batch, lr, reg, shuffle, seed, params, xs, ys):
+    """--mode step: the epoch as a Python loop over a jitted SGD step, compiled ahead for these
+    arguments' shapes. Returns (epoch, texts): epoch(params, xs, ys, e) -> (params, ce_sum, hits)
+    as make_epoch's (e an int32 device scalar), texts the lowered StableHLO and the compiled HLO
+    of the full-batch step. Each call of the step cuts its batch's indices from the epoch's order
+    (a dynamic slice at the batch number, an int32 already on the device) and adds its loss and
+    hits to running sums; the parameters and the sums are donated, so nothing is read back
+    until the epoch ends."""
+    jnp, lax = jax.numpy, jax.lax
+    n_full, rest = divmod(n_fit, batch)
+    step = make_step(jax, lr, reg)
+
+    def full_step(p, sums, xs, ys, order, i):
+        p, ce_s, h = step(p, xs, ys, lax.dynamic_slice(order, (i * batch,), (batch,)))
+        return p, (sums[0] + ce_s, sums[1] + h)
+
+    def last_step(p, sums, xs, ys, order):
+        p, ce_s, h = step(p, xs, ys, order[n_full * batch:])
+        return p, (sums[0] + ce_s, sums[1] + h)
+
+    zero = jax.jit(lambda: (jnp.zeros((), jnp.float32), jnp.zeros((), jnp.int32)))
+    sums0 = zero()
+    order_c = jax.jit(make_order(jax, n_fit, shuffle, seed)).lower(jnp.int32(0)).compile()
+    order0 = order_c(jnp.int32(0))
+    numbers = [jax.device_put(np.int32(i)) for i in range(n_full)]  # on the device once, not per step
+    texts = ("", "")
+    full_c = last_c = None
+    if n_full:
+        lowered = jax.jit(full_step, donate_argnums=(0, 1)).lower(params, sums0, xs, ys, order0, numbers[0])
+        full_c = lowered.compile()
+        texts = (lowered.as_text(), full_c.as_text())
+    if rest:
+        lowered = jax.jit(last_step, donate_argnums=(0, 1)).lower(params, sums0, xs, ys, order0)
+        last_c = lowered.compile()
+        if not n_full:
+            texts = (lowered.as_text(), last_c.as_text())
+
+    def epoch(p, xs, ys, e):
+        order = order_c(e)
+        sums = zero()
+        for i in numbers:
+            p, sums = full_c(p, sums, xs, ys, order, i)
+        if rest:
+            p, sums = last_c(p, sums, xs, ys, order)
+        return p, sums[0], sums[1]
+
+    return epoch, texts
+
+
+def compile_epoch(jax, mode, n_fit, batch, lr, reg, shuffle, seed, params, xs, ys):
+    """One process's epoch in either --mode, compiled ahead for these arguments' shapes:
+    (epoch, lowered StableHLO text, compiled HLO text); epoch(params, xs, ys, e) -> (params,
+    ce_sum, hits) with e an int32 device scalar, the parameters donated."""
+    if mode == "step":
+        epoch, (lowered, hlo) = compile_step_epoch(jax, n_fit, batch, lr, reg, shuffle, seed,
+                                                   params, xs, ys)
+        return epoch, lowered, hlo
+    fn = make_epoch(jax, n_fit, batch, lr, reg, shuffle, seed)
+    lowered = jax.jit(fn, donate_argnums=(0,)).lower(params, xs, ys, jax.numpy.int32(0))
+    compiled = lowered.compile()
+    return compiled, lowered.as_text(), compiled.as_text()
+
+
+def precision_note(stablehlo):
+    """How many of the dots of a lowered module (StableHLO text) ask for HIGHEST precision."""
+    import re
+    dots = re.findall(r"stablehlo\.dot_general[^\n]*", stablehlo)
+    top = sum(1 for d in dots if "precision = [HIGHEST, HIGHEST]" in d)
+    return "precision HIGHEST on %d of %d dots" % (top, len(dots))
+
+
+def gpu_dots(hlo_text):
+    """How XLA:GPU runs the dots of a compiled module, read from its optimised HLO: cuBLAS (and
+    cuBLASLt) custom calls, Triton GEMM fusions, and dots left as plain HLO."""
+    import re
+    parts = []
+    for what, pattern in (("cuBLAS", r'custom_call_target="__cublas\$gemm"'),
+                          ("cuBLASLt", r'custom_call_target="__cublas\$lt\$matmul[^"]*"'),
+                          ("Triton GEMM fusions", r'"kind":"__triton_gemm"'),
+                          ("HLO dot ops (those in Triton fusions too)", r" dot\(")):
+        n = len(re.findall(pattern, hlo_text))
+        if n:
+            parts.append("%s %d" % (what, n))
+    return "XLA:GPU dots: " + (", ".join(parts) if parts else "none found")
 
 
 def glorot(rng, rows, cols):  # Glorot-uniform, as src/schedule/init.h (a different generator)
@@ -235,8 +388,9 @@ def dot_backends(hlo_text, H, D=784, C=10):
 
 # --------------------------------------------------------------------------------------------
 
-def check(jax):
-    """One (and a two-step) SGD run of the compiled epoch against float64 numpy. Exit status."""
+def check(jax, mode):
+    """One (and a two-step) SGD run of the compiled epoch (--mode `mode`) on JAX's default
+    device against float64 numpy. Exit status."""
     jnp = jax.numpy
     rng = np.random.default_rng(12345)
     n, D, H, C = 7, 784, 5, 10
@@ -268,10 +422,16 @@ def check(jax):
         return (W1 - lr * gW1, b1 - lr * gb1, W2 - lr * gW2, b2 - lr * gb2), ce, hits
 
     worst = 0.0
+    dev = jax.devices()[0]
+    print("check: --mode %s on %s (%s), jax_default_matmul_precision %s" % (
+        mode, dev.platform, dev.device_kind, getattr(jax.config, "jax_default_matmul_precision", "?")))
     for batch in (7, 4):  # one step of 7 (the scan); a step of 4 then the last batch of 3
-        epoch = jax.jit(make_epoch(jax, n, batch, lr, reg, False, 0), donate_argnums=(0,))
         params = tuple(jnp.asarray(p) for p in p0)
-        new, ce_sum, hits = epoch(params, jnp.asarray(X), jnp.asarray(y), jnp.int32(0))
+        xs, ys = jnp.asarray(X), jnp.asarray(y)
+        epoch, lowered, _ = compile_epoch(jax, mode, n, batch, lr, reg, False, 0, params, xs, ys)
+        if batch == 7:
+            print("check: " + precision_note(lowered))
+        new, ce_sum, hits = epoch(params, xs, ys, jnp.int32(0))
         ref = tuple(p.astype(np.float64) for p in p0)
         ref_ce, ref_hits = 0.0, 0
         for begin in range(0, n, batch):
@@ -316,7 +476,8 @@ def spawn_ranks(a):
 def main():
     a = parse()
     threads = a.threads or int(os.environ.get("OMP_NUM_THREADS", "1") or 1)
-    how = set_threads(threads)
+    set_platform(a.device)
+    how = set_threads(threads) if a.device != "gpu" else "unused on the GPU"
     rank = int(os.environ.get(RANK_ENV, "0"))
     children = []
     if a.procs > 1 and not a.check and rank == 0:
@@ -352,16 +513,26 @@ def main():
 def run(a, rank, threads, how):
     import jax
     import jaxlib
-    if a.check:
-        return check(jax)
-    jnp = jax.numpy
-    multi = a.procs > 1
-    if multi:
+    jax.config.update("jax_default_matmul_precision", "highest")
+    multi = a.procs > 1 and not a.check
+    if multi:  # before anything that starts a backend
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
         jax.distributed.initialize(coordinator_address=os.environ[COORD_ENV],
                                    num_processes=a.procs, process_id=rank,
                                    initialization_timeout=120, heartbeat_timeout_seconds=30,
                                    shutdown_timeout_seconds=60)
+    try:
+        platform = jax.default_backend()
+    except RuntimeError as exc:  # JAX_PLATFORMS=cuda without a usable CUDA backend
+        sys.exit("error: --device %s: JAX %s cannot start that backend: %s" % (
+            a.device, jax.__version__, str(exc).splitlines()[0] if str(exc) else type(exc).__name__))
+    if a.device == "gpu" and platform != "gpu":
+        sys.exit("error: --device gpu but JAX %s runs on %s (no CUDA jaxlib or no GPU)" % (
+            jax.__version__, platform))
+    on_gpu = platform == "gpu"
+    if a.check:
+        return check(jax, a.mode)
+    jnp = jax.numpy
     out = rank == 0
     if not out:
         sys.stdout = open(os.devnull, "w")
@@ -374,9 +545,9 @@ def run(a, rank, threads, how):
     xs_np = np.ascontiguousarray(train_x[:n_fit])        # uint8, one image per row
     ys_np = train_y[:n_fit].astype(np.int32)
 
-    epoch = make_epoch(jax, n_fit, a.batch, a.lr, a.reg, not a.no_shuffle, a.seed,
-                       a.procs, "p" if multi else None)
     if multi:
+        epoch = make_epoch(jax, n_fit, a.batch, a.lr, a.reg, not a.no_shuffle, a.seed,
+                           a.procs, "p")
         from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
         mesh = Mesh(np.array(jax.devices()), ("p",))
         local = lambda x: x.addressable_data(0)
@@ -409,22 +580,35 @@ def run(a, rank, threads, how):
         xs, ys = put(xs_np[None], per), put(ys_np[None], per)
         epoch_arg = lambda e: put(np.int32(e), rep)
     else:
-        fn = epoch
         params = tuple(jnp.asarray(p) for p in p0)
         xs, ys = jnp.asarray(xs_np), jnp.asarray(ys_np)
         epoch_arg = jnp.int32
         local = lambda x: x
-    compiled = jax.jit(fn, donate_argnums=(0,)).lower(params, xs, ys, epoch_arg(0)).compile()
+    if multi:
+        lowered = jax.jit(fn, donate_argnums=(0,)).lower(params, xs, ys, epoch_arg(0))
+        compiled = lowered.compile()
+        lowered_text, hlo_text = lowered.as_text(), compiled.as_text()
+    else:
+        compiled, lowered_text, hlo_text = compile_epoch(
+            jax, a.mode, n_fit, a.batch, a.lr, a.reg, not a.no_shuffle, a.seed, params, xs, ys)
     try:
-        dots = dot_backends(compiled.as_text(), H)
+        dots = gpu_dots(hlo_text) if on_gpu else "XLA:CPU " + dot_backends(hlo_text, H)
+        dots = precision_note(lowered_text) + "; " + dots
     except Exception as exc:  # the HLO text is informative only
         dots = "dot library unknown (%s)" % type(exc).__name__
     xt, yt = jnp.asarray(test_x[:n_test]), jnp.asarray(test_y[:n_test].astype(np.int32))
 
-    desc = "CPU, threads %d (%s), XLA:CPU %s" % (threads, how, dots)
+    mode = {"scan": "the epoch in one jitted lax.scan",
+            "step": "a jitted step per batch from a Python loop"}[a.mode]
+    if on_gpu:
+        dev = jax.devices()[0]
+        desc = "GPU %s (%s), %s" % (dev.device_kind, dev.platform, dots)
+    else:
+        desc = "CPU, threads %d (%s), %s" % (threads, how, dots)
     if multi:
         desc += ", jax.distributed, %d processes, gloo CPU collectives" % a.procs
-    print("peer_jax: JAX %s (jaxlib %s), float32, %s" % (jax.__version__, jaxlib.__version__, desc))
+    print("peer_jax: JAX %s (jaxlib %s), float32, mode %s (%s), %s" % (
+        jax.__version__, jaxlib.__version__, a.mode, mode, desc))
     print("data: %s (train %d, validation %d, test %d images)" % (a.data, n_fit, n_val, n_test))
     print("config: hidden=%d batch=%d epochs=%d lr=%g reg=%g seed=%d shuffle=%s" % (
         H, a.batch, a.epochs, a.lr, a.reg, a.seed, "no" if a.no_shuffle else "yes"))
@@ -439,6 +623,7 @@ def run(a, rank, threads, how):
         a1 = jax.nn.sigmoid((x.astype(jnp.float32) / 255.0) @ W1.T + b1)
         return jnp.sum(jnp.argmax(a1 @ W2.T + b2, axis=1) == y)
 
+    startup = time.perf_counter() - START
     secs, cpus = [], []
     for e in range(a.epochs):
         e_arr = epoch_arg(e)
@@ -456,6 +641,7 @@ def run(a, rank, threads, how):
     lp = [local(p) for p in params]
     correct = sum(int(test_hits(*lp, xt[i:i + 1024], yt[i:i + 1024])) for i in range(0, n_test, 1024))
     first = 1 if a.epochs > 1 else 0
+    print("startup_seconds: %.2f" % startup)
     print("cpu/wall: %.2f" % (sum(cpus[first:]) / max(sum(secs[first:]), 1e-9)))
     print("epoch_seconds: " + " ".join("%.6f" % s for s in secs))
     print("test precision: %.4f" % (correct / n_test if n_test else 0.0))

@@ -10,8 +10,10 @@
 #   ompi/     Open MPI's plugins, help texts, default MCA parameters, orterun and orted, under the
 #             absolute paths this Debian build looks for (tests/cuda/gpu_session.sh links them in)
 #   data/     the IDX files of data/current (the training and test sets, gzip)
-# Copy KIT_DIR and the repository (tests/cuda/gpu_session.sh, bench/peer_torch.py, slurm/mpirun.sh)
-# to the GPU machine and run there, from the repository's root:
+# Copy KIT_DIR and the repository (tests/cuda/gpu_session.sh, slurm/mpirun.sh, and for the peer
+# steps bench/peer_common.py, peer_torch.py, peer_jax.py and peers_gpu_table.py, which run under
+# the GPU machine's own python3 with its PyTorch and JAX; nothing of them goes into the kit) to
+# the GPU machine and run there, from the repository's root:
 #   bash tests/cuda/gpu_session.sh KIT_DIR OUT_DIR
 set -euo pipefail
 cd "$(dirname "$0")/../.."

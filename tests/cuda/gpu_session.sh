@@ -6,7 +6,10 @@
 # Each step has its own limit and never runs past the budget; a step that fails is reported and
 # the next one runs. The last lines are a table: step, status, seconds, what it found.
 # Run from the repository root (bench/peer_torch.py is read from there).
-# STEPS="name ..." runs only those steps (the names in the table), for a short second call.
+# STEPS="name ..." runs only those steps (the names in the table, or shell patterns such as
+# 'peer_*' for the whole peer comparison), for a short second call.
+# PEER_BUDGET (default 240): the seconds the peer comparison (3b) may take in all; its steps
+# stop there (the table is still written from what ran).
 set -uo pipefail
 KIT=$(readlink -f "${1:?usage: gpu_session.sh KIT OUT [BUDGET_S]}")
 OUT=$(mkdir -p "${2:?usage: gpu_session.sh KIT OUT [BUDGET_S]}" && readlink -f "$2")
@@ -68,12 +71,19 @@ log "machine: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 
 # step NAME LIMIT_S CMD...: run CMD with its output in OUT/NAME.log; record status and seconds.
 known=()
+read -r -a wanted <<<"${STEPS:-}"  # names or patterns (read: no pathname expansion)
+selected() {  # is step $1 named by STEPS (all are when STEPS is empty)?
+  [ ${#wanted[@]} -eq 0 ] && return 0
+  local w
+  for w in "${wanted[@]}"; do [[ $1 == $w ]] && return 0; done
+  return 1
+}
 step() {
   local name=$1 limit=$2; shift 2
   known+=("$name")
-  if [ -n "${STEPS:-}" ] && [[ " $STEPS " != *" $name "* ]]; then return; fi
+  selected "$name" || return 0
   local left=$((BUDGET - (SECONDS - T0) - 5))
-  if [ "$left" -lt 15 ]; then rows+=("$(printf '%-22s %-8s %5s  %s' "$name" skipped - "budget spent")"); return; fi
+  if [ "$left" -lt 15 ]; then rows+=("$(printf '%-28s %-8s %5s  %s' "$name" skipped - "budget spent")"); return; fi
   [ "$limit" -gt "$left" ] && limit=$left
   local t=$SECONDS rc=0
   log "$name (limit $limit s)"
@@ -83,7 +93,7 @@ step() {
   local status=ok
   [ "$rc" -eq 0 ] || status="rc=$rc"
   [ "$rc" -eq 124 ] && status=timeout
-  rows+=("$(printf '%-22s %-8s %5d  %s' "$name" "$status" $((SECONDS - t)) "$what")")
+  rows+=("$(printf '%-28s %-8s %5d  %s' "$name" "$status" $((SECONDS - t)) "$what")")
   log "$name: $status, $((SECONDS - t)) s: $what"
   tar -C "$LOGS" -czf "$OUT/logs.tgz" .
 }
@@ -93,7 +103,9 @@ summarise() {
     tests_np*) { grep -E '^\[  (PASSED|FAILED)  \]|tests? ran|^tests: ' "$f" | tr '\n' ' ' | cut -c1-160; } ;;
     train_*) { grep -iE 'test (precision|accuracy)|verif|max.*diff|s/epoch|epoch [0-9]+' "$f" | tail -3 | tr '\n' ' ' | cut -c1-200; } ;;
     gemm_bench|gemm_splits*) { grep -ciE 'fail|mismatch' "$f" | sed 's/^/lines with fail|mismatch: /'; } ;;
-    torch_*) { grep -E '^(epoch_seconds|test precision)' "$f" | tr '\n' ' ' | cut -c1-200; } ;;
+    torch_*|peer_jax_*|peer_torch_*) { grep -E '^(epoch_seconds|startup_seconds|test precision|check: max|error)' "$f" | tr '\n' ' ' | cut -c1-200; } ;;
+    peer_ours*) { grep -E '^step: fused|test precision' "$f" | tail -2 | tr '\n' ' ' | cut -c1-200; } ;;
+    peer_table) { grep -cE '^\| [0-9]+:[0-9]+ ' "$f" | sed 's/^/table rows: /'; } ;;
     sanitize_script) { grep -E '^  (FAIL )?[a-z]+ np=' "$f" | cut -c1-60 | tr '\n' ';' | cut -c1-200; } ;;
     sanitize_*) { grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^tests: |FAILED' "$f" | sort | uniq -c | tr '\n' ' ' | cut -c1-200; } ;;
     *) tail -1 "$f" | cut -c1-160 ;;
@@ -106,20 +118,55 @@ step tests_np1 150 "${ONE[@]}" "$BIN/nn_tests"
 # 2. Training on the GPU, replayed on the CPU reference (--verify), and timed.
 step train_verify 90 "${ONE[@]}" "$BIN/nn_train" "${TRAIN[@]}" --epochs 2 --verify --metrics "$LOGS/train_verify.csv"
 step train_epochs 60 "${ONE[@]}" "$BIN/nn_train" "${TRAIN[@]}" --epochs 4 --metrics "$LOGS/ours_gpu.csv" --report "$LOGS/ours_gpu.json"
-# 3. The same network in PyTorch on the same GPU (bench/peer_torch.py; fp32, TF32 off), side by
-#    side with ours at a second, GEMM-heavier shape, and ours with CUDA Graphs.
-step torch_gpu 90 "$PY" bench/peer_torch.py "${TRAIN[@]}" --epochs 4 --device cuda
+# 3. Ours at a second, GEMM-heavier shape, and ours with CUDA Graphs (PyTorch eager at these
+#    shapes: the peer comparison below).
 step train_graph 60 "${ONE[@]}" "$BIN/nn_train" "${TRAIN[@]}" --epochs 4 --graph --metrics "$LOGS/ours_gpu_graph.csv"
 BIG=(--data data/current --hidden 1024 --batch 1000 --lr 0.5 --reg 1e-4 --epochs 4)
 step train_big 60 "${ONE[@]}" "$BIN/nn_train" "${BIG[@]}" --metrics "$LOGS/ours_gpu_big.csv"
-step torch_big 90 "$PY" bench/peer_torch.py "${BIG[@]}" --device cuda
 step train_big_cublas 60 "${ONE[@]}" "$BIN/nn_train" "${BIG[@]}" --gemm 0 --metrics "$LOGS/ours_gpu_big_cublas.csv"
 #    The CPU peer comparison's shapes (make peer), 512:800 and 1024:3000.
 for hb in 512:800 1024:3000; do
   SHAPE=(--data data/current --hidden "${hb%:*}" --batch "${hb#*:}" --lr 0.5 --reg 1e-4 --epochs 4)
   step "train_${hb/:/_}" 60 "${ONE[@]}" "$BIN/nn_train" "${SHAPE[@]}" --metrics "$LOGS/ours_gpu_${hb/:/_}.csv"
-  step "torch_${hb/:/_}" 90 "$PY" bench/peer_torch.py "${SHAPE[@]}" --device cuda
 done
+# 3b. The peer comparison (issue 38), same GPU, same data and hyperparameters, 4 epochs each
+#     (bench/peers_gpu_table.py takes the median of epochs 2-4), at four shapes: ours (the
+#     default, the fused step where it applies, and --fused off) against the strongest peers,
+#     JAX with the epoch in one jitted lax.scan and with a jitted step per batch (precision
+#     HIGHEST: FP32, no TF32; peer_jax_check first checks a step against float64 numpy on the
+#     GPU, which TF32 would fail), PyTorch with the whole step, optimizer included, in one CUDA
+#     graph, and PyTorch eager (TF32 off). Each peer run is mostly startup (imports, CUDA, XLA's
+#     compile and autotuning, the graph capture): its `startup_seconds:` line says how much.
+#     The table (ms per epoch, ours / peer, the FP32 limit of each shape) goes to OUT/peers_gpu.md.
+#     Expected, per shape: ours 2 x 1-2 s, each peer about 8-17 s (mostly startup): 3-3.5 min in
+#     all; PEER_BUDGET caps the block.
+PEER_BUDGET=${PEER_BUDGET:-240}
+peer_t0=$SECONDS
+peer_step() {  # step NAME LIMIT CMD..., within what is left of PEER_BUDGET
+  local name=$1 limit=$2 left=$((PEER_BUDGET - (SECONDS - peer_t0)))
+  shift 2
+  if [ "$left" -lt 10 ]; then
+    known+=("$name")
+    selected "$name" && rows+=("$(printf '%-28s %-8s %5s  %s' "$name" skipped - "PEER_BUDGET spent")")
+    return 0
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
+  step "$name" "$limit" "$@"
+}
+peer_step peer_jax_check 45 "$PY" bench/peer_jax.py --check --device gpu --mode step
+for hb in 256:100 512:800 1024:1000 1024:3000; do
+  s=${hb/:/_}
+  PEER=(--data data/current --hidden "${hb%:*}" --batch "${hb#*:}" --lr 0.5 --reg 1e-4 --epochs 4)
+  peer_step "peer_ours_$s" 20 "${ONE[@]}" "$BIN/nn_train" "${PEER[@]}" --metrics "$LOGS/peer_ours_$s.csv"
+  peer_step "peer_ours_unfused_$s" 20 "${ONE[@]}" "$BIN/nn_train" "${PEER[@]}" --fused off \
+    --metrics "$LOGS/peer_ours_unfused_$s.csv"
+  peer_step "peer_jax_scan_$s" 45 "$PY" bench/peer_jax.py "${PEER[@]}" --device gpu --mode scan
+  peer_step "peer_jax_step_$s" 45 "$PY" bench/peer_jax.py "${PEER[@]}" --device gpu --mode step
+  peer_step "peer_torch_graph_$s" 45 "$PY" bench/peer_torch.py "${PEER[@]}" --device cuda --cuda-graph
+  peer_step "peer_torch_eager_$s" 45 "$PY" bench/peer_torch.py "${PEER[@]}" --device cuda
+done
+step peer_table 20 "$PY" bench/peers_gpu_table.py "$LOGS" --out "$LOGS/peers_gpu.md" --csv "$LOGS/peers_gpu.csv"
+[ -s "$LOGS/peers_gpu.md" ] && cp "$LOGS/peers_gpu.md" "$OUT/"
 # 4. The GEMM lab: every variant validated against cuBLAS, then timed (and variant 4's tile configs).
 step gemm_bench 100 "${KITENV[@]}" "$BIN/gemm_bench" --configs --repeats 30 --csv "$LOGS/gemm_gpu.csv"
 #    Every configuration at 1-16 k-slices at the trainer's shapes (warptile_plan's input).
@@ -161,13 +208,15 @@ step torch_compile 120 "$PY" bench/peer_torch.py "${TRAIN[@]}" --epochs 4 --devi
 step torch_graphs 120 "$PY" bench/peer_torch.py "${TRAIN[@]}" --epochs 4 --device cuda --compile-mode reduce-overhead
 step torch_graphs_big 120 "$PY" bench/peer_torch.py "${BIG[@]}" --device cuda --compile-mode reduce-overhead
 
-for name in ${STEPS:-}; do  # a misspelt name would otherwise run nothing, silently
-  [[ " ${known[*]} " == *" $name "* ]] || rows+=("$(printf '%-22s %-8s %5s  %s' "$name" unknown - "no such step")")
+for w in "${wanted[@]}"; do  # a misspelt name would otherwise run nothing, silently
+  hit=
+  for name in "${known[@]}"; do [[ $name == $w ]] && { hit=1; break; }; done
+  [ -n "$hit" ] || rows+=("$(printf '%-28s %-8s %5s  %s' "$w" unknown - "no such step")")
 done
 
 {
   echo "== gpu_session: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1), $(date -u +%F), $((SECONDS - T0)) s"
-  printf '%-22s %-8s %5s  %s\n' step status s found
+  printf '%-28s %-8s %5s  %s\n' step status s found
   printf '%s\n' "${rows[@]}"
 } | tee "$LOGS/summary.txt"
 cp "$LOGS/summary.txt" "$OUT/" && tar -C "$LOGS" -czf "$OUT/logs.tgz" .
