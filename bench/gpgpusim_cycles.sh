@@ -75,14 +75,18 @@ xargs -P "$JOBS" -L 1 bash -c 'one "$@"' _ < "$jobs_file" | tee -a "$csv"
 source "$here/../tests/gpgpusim/common.sh"
 "${PLOTS_PYTHON:-/usr/bin/python3}" "$here/gpgpusim_table.py" "$csv" "$out" "$GPGPUSIM_HOME"
 
-# One whole training step (H=256, B=100, one rank, --gemm 4) on the QV100 model: every kernel
-# up to the SGD update, with its modeled cycles. STEP=0 skips it (about 10 minutes).
-if [ "${STEP:-1}" = 1 ] && [ -n "${NN_TRAIN:-}" ]; then
-  echo "== one training step's kernels on the qv100 model (nn_train --hidden 256 --batch 100, 1 rank) =="
+# One whole training step (H=256, B=100, one rank, --gemm 4) on the QV100 model, the separate
+# kernels (--fused off) and the fused step: every kernel of the step with its modeled cycles.
+# STEP=0 skips both (about 10 minutes each), STEP=fused or STEP=off runs one.
+for fused in off on; do
+  case "${STEP:-1}" in 1 | "$fused") ;; *) continue ;; esac
+  [ -n "${NN_TRAIN:-}" ] || break
+  echo "== one training step's kernels on the qv100 model (nn_train --hidden 256 --batch 100, 1 rank, --fused $fused) =="
   work=$(mktemp -d)
   GPGPUSIM_WORKDIR=$work NN_MPIRUN=env "$here/../slurm/mpirun.sh" "$run" --model qv100 "$NN_TRAIN" \
     --data "${DATA:-data/current}" --hidden 256 --batch 100 --train-size 100 --val-fraction 0 --test-size 10 \
-    --epochs 1 --gemm 4 > "$work/train.txt" 2>&1 || { cat "$work/train.txt" >&2; exit 1; }
-  "${PLOTS_PYTHON:-/usr/bin/python3}" "$here/gpgpusim_table.py" --step "$work/sim.log" "$out" "$GPGPUSIM_HOME"
+    --epochs 1 --gemm 4 --fused "$fused" > "$work/train.txt" 2>&1 || { cat "$work/train.txt" >&2; exit 1; }
+  "${PLOTS_PYTHON:-/usr/bin/python3}" "$here/gpgpusim_table.py" --step "$work/sim.log" "$out" "$GPGPUSIM_HOME" \
+    "--gemm 4 --fused $fused"
   rm -rf "$work"
-fi
+done

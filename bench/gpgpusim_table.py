@@ -29,8 +29,10 @@ def core_mhz(home, model):
     raise SystemExit(f"error: no -gpgpu_clock_domains in {path}")
 
 
-def step_table(log, out, home):
-    """Per-kernel modeled cycles of the first training step in a --model qv100 sim.log."""
+def step_table(log, out, home, label="--gemm 4"):
+    """Per-kernel modeled cycles of the first training step in a --model qv100 sim.log: the
+    kernels up to the SGD update (the separate kernels, --fused off) or up to the dW1 GEMM that
+    follows layer2_finish (the fused step, which has no SGD kernel at one rank)."""
     import subprocess
     kernels, name = [], None
     for line in open(log):
@@ -44,14 +46,16 @@ def step_table(log, out, home):
     names = subprocess.run(["c++filt"], input="\n".join(k for k, _ in kernels), capture_output=True,
                            text=True).stdout.split("\n")
     step = []
+    finished = False
     for (mangled, cyc), pretty in zip(kernels, names):
         short = re.sub(r"\(.*", "", pretty).replace("void ", "")
         step.append((short, cyc))
-        if "sgd_update" in short:
+        if "sgd_update" in short or (finished and "gemm" in short):
             break
+        finished = finished or "layer2_finish" in short
     mhz = core_mhz(home, "qv100")
     total = sum(c for _, c in step)
-    lines = ["", "## One training step on the QV100 model (H=256, B=100, 1 rank, --gemm 4)", "",
+    lines = ["", f"## One training step on the QV100 model (H=256, B=100, 1 rank, {label})", "",
              "**GPGPU-Sim cycle model, not a GPU measurement.** Kernels in launch order up to the SGD",
              f"update; {total:,} cycles in all = {total / mhz:.1f} us at {mhz:.0f} MHz.", "",
              "| # | kernel | cycles | share |", "|---|---|---|---|"]
@@ -65,7 +69,7 @@ def step_table(log, out, home):
 
 def main():
     if sys.argv[1] == "--step":
-        return step_table(*sys.argv[2:5])
+        return step_table(*sys.argv[2:6])
     path, out, home = sys.argv[1:4]
     rows = [r for r in csv.DictReader(open(path)) if r["cycles"]]
     if not rows:

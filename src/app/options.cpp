@@ -161,8 +161,7 @@ const Spec kSpecs[] = {
    "CUDA Graphs and replay them (auto: with the fused step, not on GPGPU-Sim)",
    [](const Config& c) { return std::string(graphs_name(c.graph)); },
    [](Config& c, const std::string& v) {
-     if (to_bool(v)) c.graph = Graphs::On;
-     else if (c.graph == Graphs::On) c.graph = Graphs::Auto;
+     c.graph = to_bool(v) ? Graphs::On : Graphs::Off;  // `graph = false` in a file: never
    }},
   {"no-graph", nullptr, "never capture CUDA Graphs (launch every kernel from the host)",
    [](const Config& c) { return std::string(c.graph == Graphs::Off ? "on" : "off"); },

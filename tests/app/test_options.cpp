@@ -361,3 +361,29 @@ TEST_F(ConfigFile, ReportAndProfileKeys) {
 }
 
 }  // namespace
+
+// Issue 38: --fused auto|on|off and the graph switches, and what they resolve to.
+TEST(Config, FusedAndGraphSwitches) {
+  using nn::train::Fused;
+  using nn::train::Graphs;
+  const Config d = parse_config(Args{}).config;
+  EXPECT_EQ(d.fused, Fused::Auto);
+  EXPECT_EQ(d.graph, Graphs::Auto);
+  EXPECT_TRUE(nn::train::fused_in_use(d));
+  EXPECT_TRUE(nn::train::graphs_in_use(d, false));
+  EXPECT_FALSE(nn::train::graphs_in_use(d, true)) << "GPGPU-Sim has no stream capture";
+  EXPECT_EQ(parse_config(Args{"--fused", "off"}).config.fused, Fused::Off);
+  EXPECT_EQ(parse_config(Args{"--fused=on"}).config.fused, Fused::On);
+  EXPECT_REJECTED((Args{"--fused", "yes"}), "--fused yes: must be auto, on or off");
+  EXPECT_EQ(parse_config(Args{"--graph"}).config.graph, Graphs::On);
+  EXPECT_EQ(parse_config(Args{"--no-graph"}).config.graph, Graphs::Off);
+  EXPECT_EQ(parse_config(Args{"--graph", "--no-graph"}).config.graph, Graphs::Off);
+  // Off the fused step (separate kernels, another GEMM, the CPU) auto means no graphs.
+  const Config off = parse_config(Args{"--fused", "off"}).config;
+  EXPECT_FALSE(nn::train::fused_in_use(off));
+  EXPECT_FALSE(nn::train::graphs_in_use(off, false));
+  EXPECT_FALSE(nn::train::fused_in_use(parse_config(Args{"--gemm", "2"}).config));
+  EXPECT_FALSE(nn::train::fused_in_use(parse_config(Args{"--strategy", "model"}).config));
+  EXPECT_FALSE(nn::train::graphs_in_use(parse_config(Args{"--device", "cpu"}).config, false));
+  EXPECT_TRUE(nn::train::graphs_in_use(parse_config(Args{"--graph", "--fused", "off"}).config, false));
+}

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/device_buffer.h"
+#include "device_vectors.h"
 #include "gemm/gemm.h"
 #include "ops/ops.h"
 #include "schedules.h"
@@ -23,16 +24,10 @@ using nn::Epilogue;
 using nn::GemmArgs;
 using nn::Op;
 
+using nn::test::same_bits;
 template <class T>
 std::vector<T> host_of(const nn::DeviceBuffer<T>& d) {
-  std::vector<T> h(d.size());
-  d.download(h.data(), h.size());
-  return h;
-}
-
-template <class T>
-bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+  return nn::test::to_host(d);
 }
 
 // n_img uint8 images of D pixels (one per column), b of them picked (with repeats) as the batch,

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/device_buffer.h"
+#include "device_vectors.h"
 #include "ops/layer2.h"
 #include "ops/ops.h"
 #include "schedules.h"
@@ -23,15 +24,11 @@ namespace {
 
 template <class T>
 std::vector<T> host_of(const nn::DeviceBuffer<T>& d) {
-  std::vector<T> h(d.size());
-  d.download(h.data(), h.size());
-  return h;
+  return nn::test::to_host(d);
 }
 template <class T>
 nn::DeviceBuffer<T> device_of(const std::vector<T>& h) {
-  nn::DeviceBuffer<T> d(h.size());
-  d.upload(h.data(), h.size());
-  return d;
+  return nn::test::to_device(h);
 }
 
 // One problem: A1 (H x b) in (0, 1), W2, b2, labels of n_img images, the batch's columns.

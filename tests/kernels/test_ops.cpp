@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/device_buffer.h"
+#include "device_vectors.h"
 #include "ops/ops.h"
 #include "schedules.h"
 
@@ -37,19 +38,8 @@ class GpuGridEnvironment : public ::testing::Environment {
 [[maybe_unused]] ::testing::Environment* const kGpuGridEnvironment =
     ::testing::AddGlobalTestEnvironment(new GpuGridEnvironment);
 
-template <class T>
-nn::DeviceBuffer<T> to_device(const std::vector<T>& h) {
-  nn::DeviceBuffer<T> d(h.size());
-  d.upload(h.data(), h.size());
-  return d;
-}
-
-template <class T>
-std::vector<T> to_host(const nn::DeviceBuffer<T>& d) {
-  std::vector<T> h(d.size());
-  d.download(h.data(), h.size());
-  return h;
-}
+using nn::test::to_device;
+using nn::test::to_host;
 
 template <class T>
 T scalar_of(const nn::DeviceBuffer<T>& d) {
