@@ -84,10 +84,35 @@ done
   die "this nsys offers no NVTX summary (neither nvtx_sum nor nvtxsum in 'nsys stats --help-reports')"
 
 # ---- CPU sampling and context switches: only where a profile with them finishes ----
-# kill_nsys PID...: these processes, everything they started, and the agents of the nsys among
-# them (daemons that outlive nsys: their session names end in -PID), then the agents' shared memory.
+# nsys's agents (daemons, one per `nsys profile`) can outlive their nsys: after a rank fails and
+# the launcher kills the ranks, or a hang. agents: "AGENT_PID NSYS_PID" per agent running now.
+agents() {
+  local p cmd s
+  for p in /proc/[0-9]*; do
+    cmd=$(tr '\0' ' ' 2>/dev/null <"$p/cmdline") || continue
+    [[ $cmd == *--start-agent*--session-name=profile-* ]] || continue
+    s=${cmd#*--session-name=profile-}; s=${s%% *}
+    echo "${p#/proc/} ${s##*-}"
+  done
+}
+agents_before=" $(agents | cut -d' ' -f1 | tr '\n' ' ') "
+# reap_agents: the agents started since this script began whose nsys is gone, and their shared memory.
+reap_agents() {
+  local a n victims=()
+  while read -r a n; do
+    [[ $agents_before == *" $a "* ]] || [ -d "/proc/$n" ] || victims+=("$a")
+  done < <(agents)
+  [ ${#victims[@]} -gt 0 ] || return 0
+  kill "${victims[@]}" 2>/dev/null
+  sleep 2
+  kill -9 "${victims[@]}" 2>/dev/null  # those that ignored the TERM
+  for a in "${victims[@]}"; do rm -f "/dev/shm/quadd-agent-instance-$a"; done
+  return 0
+}
+# kill_nsys PID...: these processes and everything they started (the launcher, the ranks' nsys,
+# the trainer), then the agents left behind.
 kill_nsys() {
-  local p cmd stat ppid pid tree=" $* " agents=()
+  local p stat ppid tree=" $* "
   for _ in 1 2 3 4 5; do  # descendants, level by level
     for p in /proc/[0-9]*; do
       read -r stat 2>/dev/null <"$p/stat" || continue
@@ -95,19 +120,12 @@ kill_nsys() {
       [[ $tree == *" $ppid "* && $tree != *" ${p#/proc/} "* ]] && tree+="${p#/proc/} "
     done
   done
-  for p in /proc/[0-9]*; do
-    cmd=$(tr '\0' ' ' 2>/dev/null <"$p/cmdline") || continue
-    for pid in $tree; do
-      [[ $cmd == *--start-agent*"--session-name=profile-"*"-$pid "* ]] && agents+=("${p#/proc/}")
-    done
-  done
   read -r -a victims <<<"$tree"
-  victims+=("${agents[@]}")
   kill "${victims[@]}" 2>/dev/null
   sleep 2
-  kill -9 "${victims[@]}" 2>/dev/null  # those that ignored the TERM
-  for pid in "${agents[@]}"; do rm -f "/dev/shm/quadd-agent-instance-$pid"; done
-  return 0
+  kill -9 "${victims[@]}" 2>/dev/null
+  for p in "${victims[@]}"; do rm -f "/dev/shm/sem.nsys_sem_$p"; done  # nsys's semaphore per profiled process
+  reap_agents
 }
 probe_sampling() {  # exit 0 when min(NP, 2) profiles with the default sampling finish
   local dir i n=$((NP < 2 ? NP : 2)) pids=() alive ok=0
@@ -174,6 +192,7 @@ else
   trap - INT TERM
 fi
 set -e
+reap_agents
 [ "$rc" = 0 ] || die "the profiled run failed (exit $rc): $MPIRUN -np $NP $NSYS profile ... $NN_BIN"
 
 # ---- a .qdstrm that nsys could not import itself (Debian's package: no importer next to it) ----
