@@ -235,4 +235,10 @@ for ((r = 0; r < NP; r++)); do
   ls "$base"_nvtx*.csv >/dev/null 2>&1 ||
     die "no NVTX summary from rank $r (no NVTX ranges recorded: a build without NVTX headers, or NSYS_TRACE without nvtx?)"
 done
-note "reports and CSV summaries in $OUT/: nn_rank{0..$((NP - 1))}.nsys-rep; ${csvs[*]}"
+kinds=()
+for f in "${csvs[@]}"; do
+  k=${f#nn_rank*_}; k=${k%.csv}
+  [[ " ${kinds[*]} " == *" $k "* ]] || kinds+=("$k")
+done
+ranks=$([ "$NP" = 1 ] && echo 0 || echo "{0..$((NP - 1))}")
+note "reports and CSV summaries in $OUT/: nn_rank$ranks.nsys-rep, nn_rank${ranks}_{$(IFS=,; echo "${kinds[*]}")}.csv"
