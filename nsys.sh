@@ -96,6 +96,8 @@ agents() {
   done
 }
 agents_before=" $(agents | cut -d' ' -f1 | tr '\n' ' ') "
+since=$(mktemp "${TMPDIR:-/tmp}/nsys-sh-start.XXXXXX")  # for the temporary .qdstrm of a stopped run
+trap 'rm -f "$since"' EXIT
 # reap_agents: the agents started since this script began whose nsys is gone, and their shared memory.
 reap_agents() {
   local a n victims=()
@@ -126,6 +128,10 @@ kill_nsys() {
   kill -9 "${victims[@]}" 2>/dev/null
   for p in "${victims[@]}"; do rm -f "/dev/shm/sem.nsys_sem_$p"; done  # nsys's semaphore per profiled process
   reap_agents
+  local f  # the stopped profiles' temporary files (60 MB each), where no process holds them
+  while IFS= read -r f; do
+    [ -n "$(find /proc/[0-9]*/fd -lname "$f" 2>/dev/null | head -n 1)" ] || rm -f "$f"
+  done < <(find "${TMPDIR:-/tmp}" -maxdepth 1 -name 'nsys-report-*.qdstrm' -newer "$since" 2>/dev/null)
 }
 probe_sampling() {  # exit 0 when min(NP, 2) profiles with the default sampling finish
   local dir i n=$((NP < 2 ? NP : 2)) pids=() alive ok=0
