@@ -379,6 +379,7 @@ include tests/cli/cli.mk
 include tests/gpgpusim/gpgpusim.mk
 include bench/scaling.mk
 include tests/multinode/multinode.mk
+include tests/nsys/nsys.mk
 
 clean:
 	rm -rf $(BUILD)

@@ -20,13 +20,16 @@
 #   multinode  ip (network namespaces), unshare, nsenter, ps/pgrep/pkill, and slurm's
 #   gemmlab    BLIS and oneDNN's libraries, python3's venv (make cpu-gemm-lab: bench/cpu_gemm/lab.sh,
 #              which installs Intel MKL from PyPI into a venv of its own)
+#   nsys       Nsight Systems (nsys, QdstrmImporter; make test-nsys): Debian's nsight-systems from
+#              the non-free component, installed through a private source list and package lists
+#              (the machine's apt configuration is left as it is)
 # PLOTS_PYTHON (default /usr/bin/python3): the python of plots, scaling and peer; Debian's
 # packages serve only the system interpreter, so for another one setup names the pip module.
 # --check: check only, install nothing (exit 1 when something is missing). --list: the
 # component names. Unknown component: one line, exit 2.
 set -euo pipefail
 
-COMPONENTS=(base plots scaling peer fuzz slurm gpgpusim multinode gemmlab)
+COMPONENTS=(base plots scaling peer fuzz slurm gpgpusim multinode gemmlab nsys)
 CXX=${CXX:-g++}
 MPICXX=${MPICXX:-mpicxx}
 CLANGXX=${CLANGXX:-clang++}
@@ -51,7 +54,8 @@ done
 # Messages: `setup: ...` for the base (as always), `setup: plots: ...` for a component.
 if [ "${selected[*]}" = base ]; then tag="setup:"; else tag="setup: $(IFS=+; echo "${selected[*]}"):"; fi
 
-missing_pkgs=()    # Debian packages to install (`?name`: only where the distribution has it)
+missing_pkgs=()    # Debian packages to install (`?name`: only where the distribution has it;
+                   # `!name`: from Debian's non-free component, install_nonfree)
 missing_desc=()    # human-readable list for non-Debian systems
 missing_manual=()  # what no Debian package provides (another python, say): always a failure
 
@@ -100,7 +104,8 @@ need() {  # need <debian-package(s)> <description> <check command...>
   read -r -a pkgs <<<"$1"; shift 2
   "$@" && return 0
   for p in "${pkgs[@]}"; do [[ " ${missing_pkgs[*]} " == *" $p "* ]] || missing_pkgs+=("$p"); done
-  missing_desc+=("$desc (${pkgs[*]//\?/})")
+  pkgs=("${pkgs[@]//\?/}")
+  missing_desc+=("$desc (${pkgs[*]//\!/})")
 }
 
 need_module() {  # need_module <module> <debian-package> <description>
@@ -181,6 +186,39 @@ check_gemmlab() {
   need python3-venv     "python3 -m venv (MKL)"  python3 -c 'import ensurepip, venv'
 }
 
+check_nsys() {  # nsys.sh: nsys profile/stats, and QdstrmImporter where nsys cannot import itself
+  need '!nsight-systems' "Nsight Systems (nsys)" have_cmd nsys
+}
+
+# install_nonfree PKG...: Debian's non-free packages without touching the machine's apt setup:
+# a private source list (the mirror and release the machine already uses, main contrib
+# non-free) and private package lists, removed afterwards; apt's caches are not rewritten.
+install_nonfree() {
+  local codename uri dir rc=0 keyring=/usr/share/keyrings/debian-archive-keyring.gpg opts=()
+  # shellcheck source=/dev/null
+  codename=$(. /etc/os-release 2>/dev/null; echo "${VERSION_CODENAME:-}")
+  [ -n "$codename" ] || { echo "$tag cannot tell the Debian release (VERSION_CODENAME in /etc/os-release)" >&2; return 1; }
+  # shellcheck disable=SC2016  # $(REPO_URI): apt's own fields, not the shell's
+  uri=$(apt-get indextargets --format '$(REPO_URI) $(RELEASE)' 2>/dev/null |
+    awk -v c="$codename" '$2 == c && $1 !~ /security/ { print $1; exit }')
+  uri=${uri:-http://deb.debian.org/debian/}
+  dir=$(mktemp -d "${TMPDIR:-/tmp}/nn-setup-apt.XXXXXX")
+  mkdir -p "$dir/lists/partial"
+  chmod 755 "$dir" "$dir/lists"  # apt downloads as _apt, as into /var/lib/apt/lists
+  chown _apt "$dir/lists/partial" 2>/dev/null || true
+  [ -f "$keyring" ] && opts=("[signed-by=$keyring]")
+  echo "deb ${opts[*]} $uri $codename main contrib non-free" >"$dir/sources.list"
+  opts=(-o "Dir::Etc::sourcelist=$dir/sources.list" -o Dir::Etc::sourceparts=- -o "Dir::State::Lists=$dir/lists"
+        -o Dir::Cache::pkgcache= -o Dir::Cache::srcpkgcache=)
+  echo "$tag installing from $uri $codename non-free (private source list): $*"
+  if ! apt-get "${opts[@]}" update -qq; then rc=1
+  elif ! apt-get "${opts[@]}" install -y -qq --no-install-recommends "$@" >/dev/null \
+      2> >(grep -v '^debconf: delaying package configuration' >&2); then rc=1
+  fi
+  rm -rf "$dir"
+  return "$rc"
+}
+
 check_all() {
   missing_pkgs=(); missing_desc=(); missing_manual=()
   local c
@@ -209,18 +247,25 @@ if [ -z "$check_only" ] && [ ${#missing_pkgs[@]} -gt 0 ] && have_cmd apt-get && 
   if have_cmd flock; then exec 9>"${TMPDIR:-/tmp}/nn-setup.lock"; flock 9; check_all; fi
   if [ ${#missing_pkgs[@]} -gt 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    pkgs=()
+    pkgs=() nonfree=()
     for p in "${missing_pkgs[@]}"; do
       case $p in
-        \?*) if apt-cache show "${p#\?}" >/dev/null 2>&1; then pkgs+=("${p#\?}"); fi ;;
+        \!*) nonfree+=("${p#\!}") ;;
         *) pkgs+=("$p") ;;
       esac
     done
-    echo "$tag installing with apt-get: ${pkgs[*]}"
-    # (debconf's "delaying package configuration, since apt-utils is not installed" is noise)
-    apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null \
-      2> >(grep -v '^debconf: delaying package configuration' >&2)
+    if [ ${#pkgs[@]} -gt 0 ]; then
+      apt-get update -qq
+      for i in "${!pkgs[@]}"; do
+        p=${pkgs[$i]}
+        case $p in \?*) if apt-cache show "${p#\?}" >/dev/null 2>&1; then pkgs[i]=${p#\?}; else unset "pkgs[$i]"; fi ;; esac
+      done
+      echo "$tag installing with apt-get: ${pkgs[*]}"
+      # (debconf's "delaying package configuration, since apt-utils is not installed" is noise)
+      apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null \
+        2> >(grep -v '^debconf: delaying package configuration' >&2)
+    fi
+    [ ${#nonfree[@]} = 0 ] || install_nonfree "${nonfree[@]}" || true
     check_all
   fi
   if [ ${#missing_pkgs[@]} -eq 0 ] && [ ${#missing_manual[@]} -eq 0 ]; then
@@ -238,7 +283,10 @@ if [ ${#missing_pkgs[@]} -gt 0 ]; then
     else
       echo "$tag cannot install automatically (needs root and apt-get). Install:"
     fi
-    echo "  Debian/Ubuntu:  sudo apt-get install ${missing_pkgs[*]//\?/}"
+    pkgs_hint=("${missing_pkgs[@]//\?/}")
+    echo "  Debian/Ubuntu:  sudo apt-get install ${pkgs_hint[*]//\!/}"
+    [[ " ${missing_pkgs[*]} " != *" !"* ]] ||
+      echo "                  (nsight-systems: Debian's non-free component, or NVIDIA's installer; on a cluster 'module load nsight-systems')"
     if [[ " ${selected[*]} " == *" base "* ]]; then
       echo "  On a cluster:   try 'module avail' then e.g. 'module load gcc openmpi armadillo boost cuda onednn';"
       echo "                  without oneDNN, build with 'make DNNL=0' (no --cpu-gemm onednn)."

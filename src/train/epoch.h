@@ -173,7 +173,7 @@ void train_epochs(Run<T, Model>& R) {
     });
   const auto t_train = Clock::now();
   {
-    NN_RANGE("GPU parallel train");
+    NN_RANGE(kOnHost<Model> ? "train (cpu)" : "train (gpu)");  // says what computes
     for (int e = R.start_epoch; e < R.cfg.epochs && !R.stop; ++e) run_epoch(R, e);
   }
   if (int(R.state.epoch) == R.cfg.epochs) R.stop = false;  // a signal after the last step: just finish

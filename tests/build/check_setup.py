@@ -32,6 +32,7 @@ TARGETS = {
     "gpgpusim": ["gpgpusim", "test-gpgpusim", "bench-gpgpusim"],
     "multinode": ["setup-multinode"],
     "gemmlab": ["cpu-gemm-lab"],
+    "nsys": ["test-nsys"],
 }
 # The default configuration, whatever the calling make was given (SANITIZE=1, say).
 ENV = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")}

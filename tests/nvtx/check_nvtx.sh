@@ -95,7 +95,7 @@ def check(ok, what):
 
 # Where each course range may be opened: the set of allowed *immediate* parents
 # (None = outermost). From src/train/trainer.cpp and src/model/device_model.cpp:
-#   train_on: "train setup" (setup()), then "GPU parallel train" around the epochs;
+#   train_on: "train setup" (setup()), then "train (gpu)" around the epochs;
 #   each batch: "batch iteration" { forward_backward: "forward", "backward";
 #     at >1 rank "cudaMemcpyDeviceToHost", "MPI_Allreduce", "cudaMemcpyHostToDevice";
 #     "step" }; rank 0 also runs "evaluate" (validation inside the training range, the
@@ -103,8 +103,8 @@ def check(ok, what):
 # The per-launcher ranges of kernels/*.cu sit inside the course range that calls them.
 PARENTS = {
     "train setup": {None},
-    "GPU parallel train": {None},
-    "batch iteration": {"GPU parallel train"},
+    "train (gpu)": {None},
+    "batch iteration": {"train (gpu)"},
     "forward": {"batch iteration", "evaluate"},
     "forward GEMM 1": {"forward"},
     "forward GEMM 2": {"forward"},
@@ -116,7 +116,7 @@ PARENTS = {
     "MPI_Allreduce": {"batch iteration"},
     "cudaMemcpyHostToDevice": {"batch iteration"},
     "step": {"batch iteration"},
-    "evaluate": {None, "GPU parallel train"},
+    "evaluate": {None, "train (gpu)"},
     "gather_labels": {"batch iteration"},
     "gather_normalize": {"forward"},
     "softmax_xent": {"batch iteration"},
@@ -128,7 +128,7 @@ PARENTS = {
 }
 GEMM_RANGES = ["forward GEMM 1", "forward GEMM 2", "backward GEMM 1", "backward GEMM 2", "backward GEMM 3"]
 ROUND_TRIP = ["cudaMemcpyDeviceToHost", "MPI_Allreduce", "cudaMemcpyHostToDevice"]
-EXPECTED = (["train setup", "GPU parallel train", "batch iteration", "forward", "backward"] + GEMM_RANGES
+EXPECTED = (["train setup", "train (gpu)", "batch iteration", "forward", "backward"] + GEMM_RANGES
             + (ROUND_TRIP if np_ranks > 1 else []) + ["step", "gather_labels", "gather_normalize",
             "softmax_xent", "row_sums", "sigmoid_backward", "sgd_update"])
 EXPECTED_RANK0 = ["evaluate", "count_correct"]  # rank 0 evaluates validation and test sets
@@ -136,7 +136,7 @@ EXPECTED_RANK0 = ["evaluate", "count_correct"]  # rank 0 evaluates validation an
 # only for an empty slice).
 ITERATION = ["forward", "backward"] + (ROUND_TRIP if np_ranks > 1 else []) + ["step"]
 COURSE = set(ITERATION) | set(ROUND_TRIP)
-EXACTLY_ONCE = ["train setup", "GPU parallel train"]
+EXACTLY_ONCE = ["train setup", "train (gpu)"]
 
 if not check(train_rc == 0, f"training run at {np_ranks} rank(s) exits 0 (exit {train_rc})"):
     with open(train_out, errors="replace") as f:

@@ -294,11 +294,13 @@ submit() {
   if [ "$TEST_PROFILE" = 1 ]; then
     # Stand-in for Nsight Systems: `nsys profile [--opt=..] PROG ARGS` runs PROG and writes
     # the --output report file (%q{VAR} expanded); `nsys stats ... --output BASE REP` writes
-    # BASE_nvtx_sum.csv.
+    # BASE_nvtx_sum.csv; `--version` and `stats --help-reports` answer as a 2023 nsys would.
     cat >"$RUN/stub/nsys" <<'EOF'
 #!/usr/bin/env bash
 set -euo pipefail
 cmd=$1; shift
+if [ "$cmd" = --version ]; then echo "NVIDIA Nsight Systems version 2023.1.1.0-stub"; exit 0; fi
+if [ "$cmd" = stats ] && [ "${1:-}" = --help-reports ]; then echo "  nvtx_sum -- NVTX Range Summary"; exit 0; fi
 out=
 while [ $# -gt 0 ]; do
   case $1 in
