@@ -253,9 +253,11 @@ test-gpu-grid: cpu
 # NVTX ranges at 2 ranks on the emulator build: present, nested as intended, balanced.
 test-nvtx: cpu
 ifneq ($(NVTX_DIR),)
-	@echo "== tests/nvtx/check_nvtx.sh: NVTX ranges recorded by an injection library, 2 ranks =="
-	@$(MPI_ENV) $(if $(filter 1,$(SANITIZE)),$(SAN_ENV)0) MPIRUN="$(MPIRUN)" MPIRUN_FLAGS="$(MPIRUN_FLAGS)" \
-	  bash tests/nvtx/check_nvtx.sh $(NVTX_RECORDER) $(CPU_TRAIN) synthetic 2
+	@set -e; for step in separate fused; do \
+	  echo "== tests/nvtx/check_nvtx.sh: NVTX ranges recorded by an injection library, 2 ranks, the $$step step =="; \
+	  $(MPI_ENV) $(if $(filter 1,$(SANITIZE)),$(SAN_ENV)0) MPIRUN="$(MPIRUN)" MPIRUN_FLAGS="$(MPIRUN_FLAGS)" NVTX_STEP=$$step \
+	    bash tests/nvtx/check_nvtx.sh $(NVTX_RECORDER) $(CPU_TRAIN) synthetic 2; \
+	done
 else
 	@echo "== NVTX headers not found (CUDA_HOME/include/nvtx3): NVTX range test skipped =="
 endif

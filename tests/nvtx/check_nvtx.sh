@@ -11,7 +11,9 @@
 #              "synthetic": 600 + 100 random 28x28 images written to the temp directory
 #              (the ranges do not depend on what the pixels are)
 # NP           MPI ranks (default 2; at 1 rank the trainer skips the gradient round trip)
-# Environment: MPIRUN (slurm/mpirun.sh), MPIRUN_FLAGS (--oversubscribe), NVTX_KEEP=1 keeps the logs.
+# Environment: MPIRUN (slurm/mpirun.sh), MPIRUN_FLAGS (--oversubscribe), NVTX_KEEP=1 keeps the logs,
+#   NVTX_STEP=separate|fused: the GPU step the run takes (--fused off or on; default separate),
+#   always with --no-graph (a replayed CUDA graph repeats the kernels, not the host's ranges).
 # Builds nothing. Prints "ok ..."/"FAIL ..." per check, then "nvtx: N passed, M failed";
 # exits non-zero on any failure.
 set -euo pipefail
@@ -59,26 +61,29 @@ if [ "$(id -u)" = 0 ]; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fi
 
-echo "== NVTX ranges: $train at $np MPI rank(s), recorder $recorder_abs =="
+step_kind=${NVTX_STEP:-separate}
+case $step_kind in separate) fused=off ;; fused) fused=on ;; *) echo "NVTX_STEP must be separate or fused" >&2; exit 2 ;; esac
+echo "== NVTX ranges: $train at $np MPI rank(s), the $step_kind step (--fused $fused --no-graph), recorder $recorder_abs =="
 start=$(date +%s)
 set +e
 # Ranks launched on this host inherit mpirun's environment (Open MPI and MPICH alike).
 NVTX_INJECTION64_PATH=$recorder_abs NVTX_RECORD_DIR=$work/logs \
   timeout 600 "$mpirun_cmd" "${mpirun_flags[@]}" -np "$np" "$train" \
-  --data "$data" --train-size 600 --test-size 100 --epochs 1 --hidden 16 --batch 100 \
+  --data "$data" --train-size 600 --test-size 100 --epochs 1 --hidden 16 --batch 100 --fused "$fused" --no-graph \
   >"$work/train.out" 2>&1
 rc=$?
 set -e
 echo "   training run: exit $rc, $(($(date +%s) - start)) s"
 
 set +e
-python3 - "$work/logs" "$np" "$rc" "$work/train.out" <<'PY'
+python3 - "$work/logs" "$np" "$rc" "$work/train.out" "$step_kind" <<'PY'
 import glob
 import os
 import re
 import sys
 
 log_dir, np_ranks, train_rc, train_out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+fused = sys.argv[5] == "fused"
 passed = failed = 0
 
 
@@ -125,6 +130,10 @@ PARENTS = {
     # an empty batch slice zeroes the gradient and adds reg * W inside "backward"
     "sgd_update": {"step", "backward"},
     "count_correct": {"evaluate"},
+    # the fused step (src/model/device_model_fused.cpp)
+    "layer 2, fused": {"backward"},
+    "layer2_fused": {"layer 2, fused"},
+    "layer2_finish": {"layer 2, fused"},
 }
 GEMM_RANGES = ["forward GEMM 1", "forward GEMM 2", "backward GEMM 1", "backward GEMM 2", "backward GEMM 3"]
 ROUND_TRIP = ["cudaMemcpyDeviceToHost", "MPI_Allreduce", "cudaMemcpyHostToDevice"]
@@ -132,10 +141,21 @@ EXPECTED = (["train setup", "train (gpu)", "batch iteration", "forward", "backwa
             + (ROUND_TRIP if np_ranks > 1 else []) + ["step", "gather_labels", "gather_normalize",
             "softmax_xent", "row_sums", "sigmoid_backward", "sgd_update"])
 EXPECTED_RANK0 = ["evaluate", "count_correct"]  # rank 0 evaluates validation and test sets
+if fused:
+    # Four kernels a step, the batch read inside the forward GEMM: the layer-2 GEMM and the
+    # normalising gather run in the evaluations only (rank 0), the separate kernels never.
+    EXPECTED = (["train setup", "train (gpu)", "batch iteration", "forward", "backward", "forward GEMM 1",
+                 "layer 2, fused", "layer2_fused", "layer2_finish", "backward GEMM 3"]
+                + (ROUND_TRIP + ["step", "sgd_update"] if np_ranks > 1 else []))
+    EXPECTED_RANK0 = EXPECTED_RANK0 + ["forward GEMM 2", "gather_normalize"]
 # The course ranges directly inside one "batch iteration", in order ("forward" is absent
 # only for an empty slice).
 ITERATION = ["forward", "backward"] + (ROUND_TRIP if np_ranks > 1 else []) + ["step"]
+if fused and np_ranks == 1:
+    ITERATION = ["forward", "backward"]  # a lone rank's update is inside the backward kernels
 COURSE = set(ITERATION) | set(ROUND_TRIP)
+# The separate kernels' ranges, never opened by the fused step (nor by the evaluations).
+ABSENT_FUSED = ["gather_labels", "softmax_xent", "row_sums", "sigmoid_backward", "backward GEMM 1", "backward GEMM 2"]
 EXACTLY_ONCE = ["train setup", "train (gpu)"]
 
 if not check(train_rc == 0, f"training run at {np_ranks} rank(s) exits 0 (exit {train_rc})"):
@@ -219,6 +239,10 @@ for rank in ranks:
     expected = EXPECTED + (EXPECTED_RANK0 if rank == "0" else [])
     missing = [e for e in expected if e not in seen]
     check(not missing, f"{tag} all {len(expected)} expected range names present" + (f" (missing: {missing})" if missing else ""))
+    if fused:
+        present = [n for n in ABSENT_FUSED if n in seen]
+        check(not present, f"{tag} none of the separate kernels' ranges under the fused step"
+              + (f" (found: {present})" if present else ""))
     for name in EXACTLY_ONCE:
         check(seen.get(name, 0) == 1, f"{tag} '{name}' opened exactly once ({seen.get(name, 0)})")
 
