@@ -6,8 +6,8 @@
 #      step's layer2.cu, at the CUDA build's grid sizes) less those that
 #      cannot run here, listed in SKIPPED below with the reason; then a check, from the
 #      simulator's logs, that every __global__ kernel of kernels/ ran (the cuBLAS epilogue aside);
-#   3. nn_train of the CUDA build at 2 ranks, one simulated GPU each, --gemm 4 and --gemm 2,
-#      overlap on: --verify must pass and a test precision be printed; --gemm 0 and --graph must
+#   3. nn_train of the CUDA build at 2 ranks, one simulated GPU each, --gemm 4 (the fused step) and
+#      --gemm 2 (the separate kernels), overlap on, and at 1 rank with --gemm 4: --verify must pass and a test precision be printed; --gemm 0 and --graph must
 #      be refused in one line.
 # Usage: test.sh CUDA_BIN_DIR PROGRAM_BIN_DIR DATA_DIR   (run by the Makefile; MPIRUN, MPIRUN_FLAGS
 # and the Open MPI root variables come from it). Ends with `gpgpusim: N passed, M failed`.
@@ -83,18 +83,25 @@ fi
 # ---- 3. nn_train at 2 ranks ----
 train=("$bin/nn_train" --data "$data" --hidden 32 --batch 100 --train-size 400 --test-size 200
        --epochs 1 --verify)
-for gemm in 4 2; do
+# RANKS:GEMM: --gemm 4 runs the fused step (gradients exchanged at 2 ranks; at 1 rank the SGD
+# step inside its kernels), --gemm 2 the separate kernels.
+for case in 2:4 2:2 1:4; do
+  np=${case%%:*} gemm=${case#*:}
   start=$SECONDS
-  GPGPUSIM_WORKDIR=$out/sim-train$gemm
+  GPGPUSIM_WORKDIR=$out/sim-train$np-$gemm
+  log=$out/train$np-$gemm.txt
   # shellcheck disable=SC2086
-  $MPIRUN $MPIRUN_FLAGS -np 2 "$run" "${train[@]}" --gemm "$gemm" > "$out/train$gemm.txt" 2>&1
+  $MPIRUN $MPIRUN_FLAGS -np "$np" "$run" "${train[@]}" --gemm "$gemm" > "$log" 2>&1
   rc=$?
-  if [ $rc -eq 0 ] && grep -q '^verify: .* ok$' "$out/train$gemm.txt" &&
-     grep -q '^test precision: ' "$out/train$gemm.txt" &&
-     grep -Eq '^ranks on [^:]+: 0->gpu[0-9]+ 1->gpu[0-9]+ \(.*GPGPU-Sim' "$out/train$gemm.txt"; then
-    ok "mpirun -np 2 run.sh nn_train --gemm $gemm --verify: $(grep '^verify:' "$out/train$gemm.txt" | cut -c9-60)... $(grep '^test precision:' "$out/train$gemm.txt") ($((SECONDS - start)) s)"
+  gpus='0->gpu[0-9]+'
+  [ "$np" = 2 ] && gpus+=' 1->gpu[0-9]+'
+  step='separate kernels'
+  [ "$gemm" = 4 ] && step='fused'
+  if [ $rc -eq 0 ] && grep -q '^verify: .* ok$' "$log" && grep -q '^test precision: ' "$log" &&
+     grep -q "^step: $step" "$log" && grep -Eq "^ranks on [^:]+: $gpus \(.*GPGPU-Sim" "$log"; then
+    ok "mpirun -np $np run.sh nn_train --gemm $gemm ($step) --verify: $(grep '^verify:' "$log" | cut -c9-60)... $(grep '^test precision:' "$log") ($((SECONDS - start)) s)"
   else
-    bad "mpirun -np 2 run.sh nn_train --gemm $gemm --verify (exit $rc):"; tail -n 15 "$out/train$gemm.txt" | sed 's/^/    /'
+    bad "mpirun -np $np run.sh nn_train --gemm $gemm --verify (exit $rc):"; tail -n 15 "$log" | sed 's/^/    /'
   fi
 done
 for opt in "--gemm 0" "--graph"; do
