@@ -146,7 +146,7 @@ find_rank() {
   local f p
   for f in /proc/[0-9]*/environ; do
     p=${f#/proc/}; p=${p%/environ}
-    [ "$(readlink "/proc/$p/exe" 2>/dev/null)" = "$train_real" ] || continue
+    [ "/proc/$p/exe" -ef "$train_real" ] || continue  # (no process started per pid)
     tr '\0' '\n' <"$f" 2>/dev/null | grep -qx "NN_CORES_TAG=$1" && { echo "$p"; return 0; }
   done
   return 1
