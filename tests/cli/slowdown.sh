@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the CLI checks that allow a run a number of seconds (kill_rank.sh, hung_rank.sh,
 # bad_input.sh): a calibration taken in the same run, so that a busy host widens their
 # windows instead of failing them (docs/testing.md#timing-sensitive-checks).

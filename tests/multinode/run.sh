@@ -463,9 +463,9 @@ fi
 
 # ---- Slurm ------------------------------------------------------------------------------------------
 if [ "${MULTINODE_SLURM:-1}" = 1 ]; then
+  mn_slurm_timeout=${SLURM_TIMEOUT:-$(lim 300)}
   MN_OUT=$OUT NN_TRAIN=$NN_TRAIN NN_TESTS=$NN_TESTS NN_DATA=$NN_DATA MN_TRAIN_ARGS=$TRAIN_ARGS \
-    SLURM_TIMEOUT=${SLURM_TIMEOUT:-$(lim 300)} \
-    timeout -k 60 $((${SLURM_TIMEOUT:-$(lim 300)} + 120)) bash "$here/slurm.sh" >"$OUT/logs/slurm.log" 2>&1
+    SLURM_TIMEOUT=$mn_slurm_timeout timeout -k 60 $((mn_slurm_timeout + 120)) bash "$here/slurm.sh" >"$OUT/logs/slurm.log" 2>&1
   rc=$?
   grep -E '^(PASS|FAIL|SKIP) ' "$OUT/logs/slurm.log"
   p=$(grep -c '^PASS ' "$OUT/logs/slurm.log")
