@@ -20,7 +20,9 @@
 # real data set is not needed.
 # Environment: MPIRUN (slurm/mpirun.sh), MPIRUN_FLAGS (--oversubscribe), NP_LIST ("1 3"),
 #   CLI_TIMEOUT (60: seconds before a run counts as hung), CLI_QUICK (20: seconds a
-#   failing run may take), SIM_WORKERS (1), CLI_KEEP=1 keeps the logs and files,
+#   failing run may take), both times the host's slowdown F >= 1 (tests/cli/slowdown.sh: F is
+#   measured at the start, and again for a run that took longer than CLI_QUICK; the larger
+#   counts), SLOWDOWN (a fixed factor instead), SIM_WORKERS (1), CLI_KEEP=1 keeps the logs and files,
 #   CLI_FILTER=REGEX runs only the cases whose name matches, CLI_JOBS (4) runs at once.
 # Prints "ok ..."/"FAIL ..." per case and rank count, then "bad_input: N passed, M
 # failed"; exits non-zero on any failure.
@@ -42,7 +44,9 @@ case $train in /*) ;; *) train=$PWD/$train ;; esac
 mpirun_cmd=${MPIRUN:-$(cd "$(dirname "$0")/../.." && pwd)/slurm/mpirun.sh}  # a private session directory per launch
 read -r -a mpirun_flags <<<"${MPIRUN_FLAGS---oversubscribe}"
 read -r -a np_list <<<"${NP_LIST:-1 3}"
-limit=${CLI_TIMEOUT:-60}
+. "$(cd "$(dirname "$0")" && pwd)/slowdown.sh"
+start_factor=$(slowdown)
+limit=$(scaled "${CLI_TIMEOUT:-60}" "$start_factor")
 quick=${CLI_QUICK:-20}
 filter=${CLI_FILTER:-}
 export SIM_WORKERS=${SIM_WORKERS:-1}
@@ -143,7 +147,15 @@ check_fails() {
     problems+=("it trained before failing (an epoch line was printed)")
   fi
   if awk -v s="$secs" -v q="$quick" 'BEGIN { exit !(s > q) }'; then
-    problems+=("took $secs s, more than $quick s")
+    # Slow: compare with the window widened by the host's slowdown now (the other checks still
+    # run beside this one), or at the start if that was larger.
+    local f q2
+    f=$(slowdown)
+    f=$(awk -v a="$f" -v b="$start_factor" 'BEGIN { print (a > b) ? a : b }')
+    q2=$(scaled "$quick" "$f")
+    if awk -v s="$secs" -v q="$q2" 'BEGIN { exit !(s > q) }'; then
+      problems+=("took $secs s, more than $quick s x slowdown $f = $q2 s")
+    fi
   fi
   report "$name" "$np" "${problems[@]}"
 }
@@ -203,7 +215,7 @@ poke() {
 # be32 N: the 4 bytes of N big-endian, as poke wants them.
 be32() { printf '%02x %02x %02x %02x' $(($1 >> 24 & 255)) $(($1 >> 16 & 255)) $(($1 >> 8 & 255)) $(($1 & 255)); }
 
-echo "== bad_input: $train, ranks: ${np_list[*]}, SIM_WORKERS=$SIM_WORKERS =="
+echo "== bad_input: $train, ranks: ${np_list[*]}, SIM_WORKERS=$SIM_WORKERS; slowdown now $start_factor (hang limit $limit s) =="
 
 # ---- controls: the good set trains, and gives the checkpoint the --load cases need ------
 # (in the foreground: the --load cases need the checkpoint; one run per rank count)

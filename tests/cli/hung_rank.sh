@@ -4,8 +4,10 @@
 # rank (a rank that stops answering without dying: a hung GPU, a node swapping, a stuck
 # filesystem), and checks that the job ends by itself:
 #
-#   - mpirun exits within TIMEOUT + HUNG_EXIT_S (5) seconds of the stop, with status 6
-#     (kExitTimeout, src/app/exit_codes.h; docs/usage.md#exit-codes);
+#   - mpirun exits within TIMEOUT + HUNG_EXIT_S (5) x F seconds of the stop, with status 6
+#     (kExitTimeout, src/app/exit_codes.h; docs/usage.md#exit-codes), where F >= 1 is the
+#     host's slowdown measured right after the stop (tests/cli/slowdown.sh: a busy host widens
+#     the window; the timeout itself is not scaled, so a job that hangs still fails);
 #   - rank 0 (or, when rank 0 is the stopped one, another rank) printed the one-line timeout
 #     message naming the step and the MPI call it waits in; the stopped rank printed none;
 #   - none of the job's nn_train processes is left once mpirun has exited.
@@ -17,8 +19,8 @@
 #   tests/cli/hung_rank.sh NN_TRAIN DATA_DIR
 #
 # Environment: MPIRUN (slurm/mpirun.sh), MPIRUN_FLAGS (--oversubscribe), HUNG_CASES,
-#   HUNG_TIMEOUT (5: the --timeout given), HUNG_EXIT_S (5), HUNG_START_S (120), SIM_WORKERS (1),
-#   CLI_KEEP=1 keeps the logs.
+#   HUNG_TIMEOUT (5: the --timeout given), HUNG_EXIT_S (5), HUNG_START_S (120; both times the
+#   measured slowdown), SLOWDOWN (a fixed factor instead), SIM_WORKERS (1), CLI_KEEP=1 keeps the logs.
 # Prints "ok ..."/"FAIL ..." per case, then "hung_rank: N passed, M failed"; exits non-zero
 # on any failure. Every process it starts is ended before it exits (SIGCONT, then SIGKILL).
 set -uo pipefail
@@ -42,8 +44,10 @@ mpirun_cmd=${MPIRUN:-$(cd "$(dirname "$0")/../.." && pwd)/slurm/mpirun.sh}
 read -r -a mpirun_flags <<<"${MPIRUN_FLAGS---oversubscribe}"
 read -r -a cases <<<"${HUNG_CASES:-2:1:cpu 3:2:cpu 2:1:gpu 3:0:gpu:ps}"
 timeout_s=${HUNG_TIMEOUT:-5}
-exit_limit=$((timeout_s + ${HUNG_EXIT_S:-5}))
-start_limit=${HUNG_START_S:-120}
+exit_s=${HUNG_EXIT_S:-5}
+. "$(cd "$(dirname "$0")" && pwd)/slowdown.sh"
+start_factor=$(slowdown)
+start_limit=$(scaled "${HUNG_START_S:-120}" "$start_factor")
 export SIM_WORKERS=${SIM_WORKERS:-1}
 if [ "$(id -u)" = 0 ]; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -90,7 +94,7 @@ over() { awk -v s="$(since "$1")" -v l="$2" 'BEGIN { exit !(s > l) }'; }
 
 passed=0 failed=0
 failed_names=()
-echo "== hung_rank: $train, --timeout $timeout_s, cases (ranks:stopped rank:device[:strategy]) ${cases[*]} =="
+echo "== hung_rank: $train, --timeout $timeout_s, cases (ranks:stopped rank:device[:strategy]) ${cases[*]}; slowdown now $start_factor =="
 
 for c in "${cases[@]}"; do
   IFS=: read -r np victim device strategy <<<"$c"
@@ -125,6 +129,9 @@ for c in "${cases[@]}"; do
     t_stop=$EPOCHREALTIME
     kill -STOP "$victim_pid"
     stopped_at=$(grep -E '^epoch ' "$log" | tail -n 1)
+    # The calibration while the live ranks wait (they poll in MPI): it runs inside the window.
+    factor=$(slowdown)
+    exit_limit=$((timeout_s + $(scaled "$exit_s" "$factor")))
     while kill -0 "$mpid" 2>/dev/null && ! over "$t_stop" "$exit_limit"; do sleep 0.1; done
     if kill -0 "$mpid" 2>/dev/null; then
       problems+=("mpirun still running ${exit_limit}s after the stop (the job hangs)")
@@ -150,16 +157,16 @@ for c in "${cases[@]}"; do
   mpid="" tag=""
   if [ "${#problems[@]}" = 0 ]; then
     passed=$((passed + 1))
-    echo "ok   $name: mpirun exited with status $rc ${secs} s after the stop (limit ${exit_limit} s)"
+    echo "ok   $name: mpirun exited with status $rc ${secs} s after the stop (limit ${exit_limit} s: $timeout_s + $exit_s x slowdown $factor)"
   else
     failed=$((failed + 1))
     failed_names+=("$name")
-    echo "FAIL $name${secs:+ (mpirun status ${rc:-?}, ${secs} s after the stop)}"
+    echo "FAIL $name${secs:+ (mpirun status ${rc:-?}, ${secs} s after the stop, limit ${exit_limit:-?} s)}"
     for p in "${problems[@]}"; do echo "       - $p"; done
   fi
   echo "       stopped after: ${stopped_at:-?}"
   grep -E '^nn_train: ' "$log" | sed 's/^/       | /'
-  unset secs rc stopped_at
+  unset secs rc stopped_at factor exit_limit
 done
 
 echo "hung_rank: $passed passed, $failed failed ($((SECONDS)) s)"

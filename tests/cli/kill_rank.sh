@@ -4,8 +4,10 @@
 # rank's process, and checks that the job does not hang with its other ranks waiting
 # in a collective for the dead one:
 #
-#   - mpirun exits within KILL_EXIT_S (10) seconds of the kill, with a non-zero status;
-#   - none of the job's nn_train processes is left once mpirun has exited (2 s grace).
+#   - mpirun exits within KILL_EXIT_S (10) x F seconds of the kill, with a non-zero status,
+#     where F >= 1 is the host's slowdown measured right after the kill (tests/cli/slowdown.sh:
+#     a busy host widens the window; a job that hangs still fails);
+#   - none of the job's nn_train processes is left once mpirun has exited (2 x F s grace).
 #
 # Cases (NP:RANK, the rank killed): 2:1 3:2 2:0 3:0 (KILL_CASES overrides).
 # Prints what mpirun printed after the kill, so that its message can be read.
@@ -16,8 +18,8 @@
 # DATA_DIR  IDX directory (e.g. data/current); without it, 6000 + 1000 random images
 #           are generated into a temporary directory (python3)
 # Environment: MPIRUN (slurm/mpirun.sh), MPIRUN_FLAGS (--oversubscribe), KILL_CASES, KILL_EXIT_S
-#   (10), KILL_START_S (120: how long training may take to start), SIM_WORKERS (1),
-#   CLI_KEEP=1 keeps the logs.
+#   (10), KILL_START_S (120: how long training may take to start; both times the measured
+#   slowdown), SLOWDOWN (a fixed factor instead), SIM_WORKERS (1), CLI_KEEP=1 keeps the logs.
 # Prints "ok ..."/"FAIL ..." per case, then "kill_rank: N passed, M failed"; exits
 # non-zero on any failure. Every process it starts is ended before it exits.
 set -uo pipefail
@@ -44,8 +46,10 @@ fi
 mpirun_cmd=${MPIRUN:-$(cd "$(dirname "$0")/../.." && pwd)/slurm/mpirun.sh}  # a private session directory per launch
 read -r -a mpirun_flags <<<"${MPIRUN_FLAGS---oversubscribe}"
 read -r -a cases <<<"${KILL_CASES:-2:1 3:2 2:0 3:0}"
-exit_limit=${KILL_EXIT_S:-10}
-start_limit=${KILL_START_S:-120}
+exit_s=${KILL_EXIT_S:-10}
+. "$(cd "$(dirname "$0")" && pwd)/slowdown.sh"
+start_factor=$(slowdown)
+start_limit=$(scaled "${KILL_START_S:-120}" "$start_factor")
 export SIM_WORKERS=${SIM_WORKERS:-1}
 if [ "$(id -u)" = 0 ]; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -114,7 +118,7 @@ fi
 
 passed=0 failed=0
 failed_names=()
-echo "== kill_rank: $train, data $data, cases (ranks:killed rank) ${cases[*]}, SIM_WORKERS=$SIM_WORKERS =="
+echo "== kill_rank: $train, data $data, cases (ranks:killed rank) ${cases[*]}, SIM_WORKERS=$SIM_WORKERS; slowdown now $start_factor =="
 
 for c in "${cases[@]}"; do
   np=${c%%:*} victim=${c##*:}
@@ -154,6 +158,9 @@ for c in "${cases[@]}"; do
       t_kill=$EPOCHREALTIME
       kill -KILL "$victim_pid"
       at=$(grep -E '^[[:space:]]*epoch[[:space:]]' "$log" | tail -n 1 | sed 's/^ *//')
+      # The calibration while the job ends (inside the window).
+      factor=$(slowdown)
+      exit_limit=$(scaled "$exit_s" "$factor")
       while kill -0 "$mpid" 2>/dev/null; do
         if awk -v s="$(since "$t_kill")" -v l="$exit_limit" 'BEGIN { exit !(s > l) }'; then break; fi
         sleep 0.1
@@ -169,9 +176,9 @@ for c in "${cases[@]}"; do
         rc=$?
         [ "$rc" != 0 ] || problems+=("mpirun exited with status 0 after a rank was killed")
       fi
-      # No rank may outlive mpirun (2 s grace for the reaping).
+      # No rank may outlive mpirun (2 s x the slowdown of grace for the reaping).
       left=()
-      for _ in $(seq 20); do
+      for _ in $(seq "$(scaled 20 "$factor")"); do
         left=()
         for p in "${rank_pids[@]}"; do alive "$p" && left+=("$p"); done
         [ "${#left[@]}" = 0 ] && break
@@ -186,18 +193,18 @@ for c in "${cases[@]}"; do
   mpid=""
   if [ "${#problems[@]}" = 0 ]; then
     passed=$((passed + 1))
-    echo "ok   $name: mpirun exited with status $rc ${exit_secs} s after the kill; no rank left"
+    echo "ok   $name: mpirun exited with status $rc ${exit_secs} s after the kill (limit $exit_limit s: $exit_s x slowdown $factor); no rank left"
     echo "       killed after: $at"
   else
     failed=$((failed + 1))
     failed_names+=("$name")
-    echo "FAIL $name${exit_secs:+ (mpirun exit status ${rc:-?}, ${exit_secs} s after the kill)}"
+    echo "FAIL $name${exit_secs:+ (mpirun exit status ${rc:-?}, ${exit_secs} s after the kill, limit ${exit_limit:-?} s)}"
     for p in "${problems[@]}"; do echo "       - $p"; done
   fi
   echo "       mpirun's output after the training lines:"
   grep -Ev '^[[:space:]]*epoch[[:space:]]|^(nn_train|data|config|MPI ranks):|^  rank [0-9]+ on |^ranks on ' "$log" |
     sed -n '1,30s/^/       | /p'
-  unset exit_secs rc at
+  unset exit_secs rc at factor exit_limit
 done
 
 echo "kill_rank: $passed passed, $failed failed ($((SECONDS)) s)"

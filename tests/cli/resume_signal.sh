@@ -43,8 +43,12 @@ for attempt in $(seq 1 30); do
   "$mpirun_cmd" "${mpirun_flags[@]}" -np "$np" "$train" --data "$data" "${args[@]}" \
     --save "$work/B" --resume --save-every 5 >"$work/b$attempt.log" 2>&1 &
   mpid=$!
-  # Signal once the run has trained for a while (its header is out), unless it ended first.
+  # Signal once the run has trained for a while, unless it ended first, and not before its
+  # first line is out: rank 0 prints it after MPI_Init, so every rank has its handler by then
+  # (a busy host can take longer than STOP_AFTER_DS to get there; before the handler, the
+  # signal would kill the rank instead of stopping it).
   for _ in $(seq 1 "$stop_after"); do kill -0 "$mpid" 2>/dev/null || break; sleep 0.1; done
+  while kill -0 "$mpid" 2>/dev/null && ! [ -s "$work/b$attempt.log" ]; do sleep 0.1; done
   [ "$attempt" -le 3 ] && kill -USR1 "$mpid" 2>/dev/null
   wait "$mpid"
   rc=$?

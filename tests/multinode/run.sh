@@ -37,7 +37,7 @@
 #   MN_GTEST_FILTER (none: the whole suite) MN_TIMEOUT=300 (s per gtest run; 120 per training)
 #   MN_TRAIN_ARGS="--epochs 1 --train-size 2000 --test-size 500 --hidden 32"
 #   MN_FAULT_ARGS="--device cpu --epochs 12 --train-size 20000 --test-size 500 --hidden 64 --save-every 40"
-#   FAULT_EXIT_S=10 MULTINODE_SLURM=1 SLURM_TEST_FILTER (the Slurm test job's gtest filter)
+#   FAULT_EXIT_S=10 (all three times the measured slowdown; SLOWDOWN=F fixes it) MULTINODE_SLURM=1 SLURM_TEST_FILTER (the Slurm test job's gtest filter)
 #   NNSIM_NET=10.213.77 SIM_WORKERS=1
 set -uo pipefail
 export LC_ALL=C
@@ -50,7 +50,13 @@ NN_TRAIN=${NN_TRAIN:-build/cpu/bin/nn_train}
 NN_TESTS=${NN_TESTS:-build/cpu/bin/nn_tests}
 NN_DATA=${NN_DATA:-data/current}
 OUT=${MN_OUT:-build/multinode}
-TIMEOUT=${MN_TIMEOUT:-300}
+# Every time limit below is a hang guard or a window; each is multiplied by the host's slowdown
+# (tests/cli/slowdown.sh: a calibration of this run; 1 with a core to spare), so a busy host
+# widens them instead of failing them. FAULT_EXIT_S's factor is measured right after the kill.
+. "$root/tests/cli/slowdown.sh"
+mn_factor=$(slowdown)
+lim() { scaled "$1" "$mn_factor"; }
+TIMEOUT=${MN_TIMEOUT:-$(lim 300)}
 TRAIN_ARGS=${MN_TRAIN_ARGS:---epochs 1 --train-size 2000 --test-size 500 --hidden 32}
 FAULT_ARGS=${MN_FAULT_ARGS:---device cpu --epochs 12 --train-size 20000 --test-size 500 --hidden 64 --save-every 40}
 FAULT_EXIT_S=${FAULT_EXIT_S:-10}
@@ -114,7 +120,7 @@ L() { "$here/launch.sh" "$@"; }                                 # over node-a an
 ONE() { "$root/slurm/mpirun.sh" --oversubscribe "$@"; }         # 4 ranks on one node
 
 # ---- layout -----------------------------------------------------------------------------
-got=$(timeout -k 5 60 "$here/launch.sh" -np 4 hostname 2>"$OUT/logs/hostname.err" | sort | paste -sd' ')
+got=$(timeout -k 5 "$(lim 60)" "$here/launch.sh" -np 4 hostname 2>"$OUT/logs/hostname.err" | sort | paste -sd' ')
 if [ "$got" = "node-a node-a node-b node-b" ]; then
   pass "layout: mpirun -np 4 hostname over the simulated nodes: $got"
 else
@@ -124,7 +130,7 @@ fi
 
 # ---- no shared memory between the nodes -----------------------------------------------
 # shellcheck disable=SC2086
-NNSIM_BTL=self,vader timeout -k 5 60 "$here/launch.sh" -np 4 "$NN_TRAIN" --data "$NN_DATA" $TRAIN_ARGS \
+NNSIM_BTL=self,vader timeout -k 5 "$(lim 60)" "$here/launch.sh" -np 4 "$NN_TRAIN" --data "$NN_DATA" $TRAIN_ARGS \
   >"$OUT/logs/btl-vader.log" 2>&1
 rc=$?
 if [ "$rc" != 0 ] && grep -q 'unable to reach each other' "$OUT/logs/btl-vader.log" &&
@@ -185,12 +191,12 @@ for strategy in allreduce ps model; do
     one=$OUT/saves/$name.onenode.ckpt
     before=$(nnsim_veth_bytes | awk '$1 == "node-b" { print $3 }')
     # shellcheck disable=SC2086
-    timeout -k 5 120 "$here/launch.sh" -np 4 "$NN_TRAIN" --data "$NN_DATA" $TRAIN_ARGS --strategy "$strategy" \
+    timeout -k 5 "$(lim 120)" "$here/launch.sh" -np 4 "$NN_TRAIN" --data "$NN_DATA" $TRAIN_ARGS --strategy "$strategy" \
       --device "$device" --verify --save "$mn" >"$OUT/logs/train-$name.multinode.log" 2>&1
     rc=$?
     after=$(nnsim_veth_bytes | awk '$1 == "node-b" { print $3 }')
     # shellcheck disable=SC2086
-    timeout -k 5 120 "$root/slurm/mpirun.sh" --oversubscribe -np 4 "$NN_TRAIN" --data "$NN_DATA" $TRAIN_ARGS \
+    timeout -k 5 "$(lim 120)" "$root/slurm/mpirun.sh" --oversubscribe -np 4 "$NN_TRAIN" --data "$NN_DATA" $TRAIN_ARGS \
       --strategy "$strategy" --device "$device" "${one_args[@]}" --save "$one" >"$OUT/logs/train-$name.onenode.log" 2>&1
     rc1=$?
     log=$OUT/logs/train-$name.multinode.log
@@ -229,7 +235,7 @@ done
 if [ "$has_node_shared" = yes ]; then
   ns_log=$OUT/logs/node-shared-on.multinode.log
   # shellcheck disable=SC2086
-  timeout -k 5 120 "$here/launch.sh" -np 4 "$NN_TRAIN" --data "$NN_DATA" $TRAIN_ARGS --device cpu \
+  timeout -k 5 "$(lim 120)" "$here/launch.sh" -np 4 "$NN_TRAIN" --data "$NN_DATA" $TRAIN_ARGS --device cpu \
     --node-shared on >"$ns_log" 2>&1
   rc=$?
   if [ "$rc" = 1 ] && grep -q 'error: --node-shared on needs every rank on one node' "$ns_log"; then
@@ -243,7 +249,7 @@ fi
 # ---- device mapping ---------------------------------------------------------------------------
 rep=$OUT/reports/devices.json
 # shellcheck disable=SC2086
-SIM_DEVICES=4 timeout -k 5 120 "$here/launch.sh" -np 4 "$NN_TRAIN" --data "$NN_DATA" $TRAIN_ARGS --report "$rep" \
+SIM_DEVICES=4 timeout -k 5 "$(lim 120)" "$here/launch.sh" -np 4 "$NN_TRAIN" --data "$NN_DATA" $TRAIN_ARGS --report "$rep" \
   >"$OUT/logs/devices.log" 2>&1
 rc=$?
 if [ "$rc" != 0 ] || [ ! -s "$rep" ]; then
@@ -293,7 +299,7 @@ since() { awk -v d=$(($(usec "$EPOCHREALTIME") - $(usec "$1"))) 'BEGIN { printf 
 ref=$OUT/saves/fault-ref.ckpt
 t0=$(date +%s)
 # shellcheck disable=SC2086
-timeout -k 5 300 "$here/launch.sh" -np 4 "$NN_TRAIN" --data "$NN_DATA" $FAULT_ARGS --save "$ref" \
+timeout -k 5 "$(lim 300)" "$here/launch.sh" -np 4 "$NN_TRAIN" --data "$NN_DATA" $FAULT_ARGS --save "$ref" \
   >"$OUT/logs/fault-ref.log" 2>&1
 rc=$?
 ref_s=$(($(date +%s) - t0))
@@ -309,7 +315,7 @@ fault_case() {
   local name=$1 what=$2 f=$OUT/saves/$1.ckpt log=$OUT/logs/$1.log mpid rc victims secs runs problems=()
   rm -f "$f"
   # shellcheck disable=SC2086
-  timeout -k 5 300 "$here/launch.sh" -np 4 "$NN_TRAIN" --data "$NN_DATA" $FAULT_ARGS --save "$f" --resume \
+  timeout -k 5 "$(lim 300)" "$here/launch.sh" -np 4 "$NN_TRAIN" --data "$NN_DATA" $FAULT_ARGS --save "$f" --resume \
     --print-every 10 >"$log" 2>&1 </dev/null &
   mpid=$!
   bg+=("$mpid")
@@ -329,6 +335,8 @@ fault_case() {
   local t_kill=$EPOCHREALTIME
   # shellcheck disable=SC2086
   kill -KILL $victims 2>/dev/null
+  local fault_limit
+  fault_limit=$(scaled "$FAULT_EXIT_S" "$(slowdown)")
   while kill -0 "$mpid" 2>/dev/null && awk -v s="$(since "$t_kill")" 'BEGIN { exit !(s < 60) }'; do sleep 0.1; done
   secs=$(since "$t_kill")
   if kill -0 "$mpid" 2>/dev/null; then
@@ -338,7 +346,7 @@ fault_case() {
   wait "$mpid"
   rc=$?
   [ "$rc" != 0 ] || problems+=("mpirun exited 0")
-  awk -v s="$secs" -v l="$FAULT_EXIT_S" 'BEGIN { exit !(s <= l) }' || problems+=("ended ${secs} s after the kill, limit $FAULT_EXIT_S s")
+  awk -v s="$secs" -v l="$fault_limit" 'BEGIN { exit !(s <= l) }' || problems+=("ended ${secs} s after the kill, limit $fault_limit s ($FAULT_EXIT_S x the slowdown)")
   local named
   # mpirun's own words: "mpirun noticed that process rank 3 with PID ... on node node-b
   # exited on signal 9 (Killed)." or "Remote daemon: [[...],1] on node node-b".
@@ -350,7 +358,7 @@ fault_case() {
   while [ "$runs" -lt 3 ] && [ "$rrc" != 0 ]; do
     runs=$((runs + 1))
     # shellcheck disable=SC2086
-    timeout -k 5 300 "$here/launch.sh" -np 4 "$NN_TRAIN" --data "$NN_DATA" $FAULT_ARGS --save "$f" --resume \
+    timeout -k 5 "$(lim 300)" "$here/launch.sh" -np 4 "$NN_TRAIN" --data "$NN_DATA" $FAULT_ARGS --save "$f" --resume \
       >"$log.resume$runs" 2>&1 </dev/null
     rrc=$?
   done
@@ -358,7 +366,7 @@ fault_case() {
   grep -q '^resume: .*; continuing$' "$log.resume1" 2>/dev/null || problems+=("the first rerun did not resume the saved state")
   if [ -f "$f" ] && [ -f "$ref" ] && cmp -s "$f" "$ref"; then :; else problems+=("cmp $f $ref: differ (or missing)"); fi
   if [ ${#problems[@]} = 0 ]; then
-    pass "$name: SIGKILL of $(wc -w <<<"$victims") processes on node-b ($(if [ "$what" = ranks ]; then echo "its nn_train ranks"; else echo "everything in its namespace: orted + ranks"; fi)) mid-run: mpirun exited $rc after ${secs} s (limit $FAULT_EXIT_S), saying: \"$named\"; $runs --resume run(s) completed it, $(sed -n 's/^resume: //p' "$log.resume1" | head -n 1 | cut -c1-80); --save cmp-identical to the uninterrupted run's"
+    pass "$name: SIGKILL of $(wc -w <<<"$victims") processes on node-b ($(if [ "$what" = ranks ]; then echo "its nn_train ranks"; else echo "everything in its namespace: orted + ranks"; fi)) mid-run: mpirun exited $rc after ${secs} s (limit $fault_limit), saying: \"$named\"; $runs --resume run(s) completed it, $(sed -n 's/^resume: //p' "$log.resume1" | head -n 1 | cut -c1-80); --save cmp-identical to the uninterrupted run's"
   else
     fail "$name: $(IFS=';'; echo "${problems[*]}")"
     tail_of "$log" 10
@@ -375,7 +383,7 @@ has_timeout=no
 "$NN_TRAIN" --help 2>&1 | grep -q -- '--timeout' && has_timeout=yes
 hung_args=(--device cpu --epochs 1000 --train-size 2000 --test-size 500 --hidden 32 --print-every 5)
 [ "$has_timeout" = yes ] && hung_args+=(--timeout 3)
-timeout -k 5 200 "$here/launch.sh" -np 4 "$NN_TRAIN" --data "$NN_DATA" "${hung_args[@]}" >"$hung_log" 2>&1 </dev/null &
+timeout -k 5 "$(lim 200)" "$here/launch.sh" -np 4 "$NN_TRAIN" --data "$NN_DATA" "${hung_args[@]}" >"$hung_log" 2>&1 </dev/null &
 mpid=$!
 bg+=("$mpid")
 if wait_for "$hung_log" '^[[:space:]]*epoch[[:space:]]+[0-9]+[[:space:]]+batch' 120 "$mpid"; then
@@ -441,7 +449,7 @@ else
 fi
 if [ -f tests/cli/hung_rank.sh ]; then
   # --map-by node: rank r on node r % 2, so 2 ranks span both nodes; both devices, ps once.
-  timeout -k 5 300 env MPIRUN="$here/launch.sh" MPIRUN_FLAGS="--map-by node" \
+  timeout -k 5 "$(lim 300)" env MPIRUN="$here/launch.sh" MPIRUN_FLAGS="--map-by node" \
     HUNG_EXIT_S=8 HUNG_CASES="2:1:cpu 2:1:gpu 3:1:cpu 3:2:gpu:ps" bash tests/cli/hung_rank.sh "$NN_TRAIN" "$NN_DATA" \
     >"$OUT/logs/hung_rank.sh.log" 2>&1
   rc=$?
@@ -455,8 +463,9 @@ fi
 
 # ---- Slurm ------------------------------------------------------------------------------------------
 if [ "${MULTINODE_SLURM:-1}" = 1 ]; then
+  mn_slurm_timeout=${SLURM_TIMEOUT:-$(lim 300)}
   MN_OUT=$OUT NN_TRAIN=$NN_TRAIN NN_TESTS=$NN_TESTS NN_DATA=$NN_DATA MN_TRAIN_ARGS=$TRAIN_ARGS \
-    timeout -k 60 $((${SLURM_TIMEOUT:-300} + 120)) bash "$here/slurm.sh" >"$OUT/logs/slurm.log" 2>&1
+    SLURM_TIMEOUT=$mn_slurm_timeout timeout -k 60 $((mn_slurm_timeout + 120)) bash "$here/slurm.sh" >"$OUT/logs/slurm.log" 2>&1
   rc=$?
   grep -E '^(PASS|FAIL|SKIP) ' "$OUT/logs/slurm.log"
   p=$(grep -c '^PASS ' "$OUT/logs/slurm.log")

@@ -40,7 +40,8 @@
 #   REQUEUE_TIME=1 REQUEUE_MARGIN=10   the requeue job's --time (minutes) and signal margin (s)
 #   SLURM_TEST_OUT=build/slurm   job outputs (*.out, profile/, scaling/) and daemon logs
 #                        (logs/); the previous run's are removed at start
-#   TIMEOUT=900          seconds for all jobs together; then they are cancelled: FAIL
+#   TIMEOUT=900          seconds for all jobs together (times the host's measured slowdown,
+#                        SLOWDOWN=F fixes it); then they are cancelled: FAIL
 # Prints "PASS ..."/"FAIL ..." per check and "test-slurm: PASS"/"test-slurm: FAIL" last;
 # the exit status is non-zero on any failure.
 set -euo pipefail
@@ -61,7 +62,10 @@ REQUEUE_TIME=${REQUEUE_TIME:-1}
 REQUEUE_MARGIN=${REQUEUE_MARGIN:-10}
 SCALING_ARGS=${SCALING_ARGS:-}
 OUT=${SLURM_TEST_OUT:-build/slurm}
-TIMEOUT=${TIMEOUT:-900}
+# A hang guard, multiplied by the host's slowdown (tests/cli/slowdown.sh, a calibration of this
+# run; 1 with a core to spare): a busy host makes the jobs slower, not wrong.
+. tests/cli/slowdown.sh
+TIMEOUT=${TIMEOUT:-$(scaled 900 "$(slowdown)")}
 start_time=$(date +%s)
 
 say() { echo "test-slurm: $*"; }
