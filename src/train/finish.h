@@ -92,6 +92,20 @@ void measure_blas_bound(Run<T, Model>& R) {
 }
 
 // ---- results ------------------------------------------------------------------------------
+// The GPU step's shape in --report: the fused step or not, and the last step's kernel launches
+// (ours, counted by check.h; cuBLAS's are not, so --gemm 0's count would be too low: null).
+template <class T, class Model>
+void add_step_shape(nlohmann::ordered_json& report, const Run<T, Model>& R) {
+  report["fused"] = fused_in_use(R.cfg);
+#ifdef SIM_EMULATOR
+  const bool counted = true;
+#else
+  const bool counted = R.cfg.gemm != 0;
+#endif
+  if (counted) report["kernels_per_step"] = R.kernels_per_step;
+  else report["kernels_per_step"] = nullptr;
+}
+
 // --report / --profile: rank 0's JSON report (report.h), its summary on `out`; and the
 // --graph statistics line.
 template <class T, class Model>
@@ -142,17 +156,7 @@ nlohmann::ordered_json performance_report(Run<T, Model>& R) {
                        {"cores_busy_rank0", cores_busy(R).cores},
                        {"blas_bound_epoch_s", R.gemm_step_s * double(R.plan.n) / double(R.plan.B)}};
     report["host_queue_us_per_step"] = us_per_step;
-    if constexpr (!kOnHost<Model>) {
-      report["fused"] = fused_in_use(cfg);
-      // Our launches (check.h); cuBLAS's are not counted, so --gemm 0's count would be too low.
-#ifdef SIM_EMULATOR
-      const bool counted = true;
-#else
-      const bool counted = cfg.gemm != 0;
-#endif
-      if (counted) report["kernels_per_step"] = R.kernels_per_step;
-      else report["kernels_per_step"] = nullptr;
-    }
+    if constexpr (!kOnHost<Model>) add_step_shape(report, R);
     report["graph"] = {{"enabled", R.s.graphs}, {"captured", g.captured}, {"nodes", g.nodes},
                        {"replays", g.replays}, {"eager_runs", g.eager}};
   }

@@ -216,6 +216,14 @@ Setup<T, Model> setup(const Config& cfg, const HostData& data) {
   return s;
 }
 
+// The GPU step the run takes (--fused), for the header.
+inline void print_step_line(std::FILE* out, const Config& cfg) {
+  std::fprintf(out, "step: %s\n", fused_in_use(cfg)
+               ? "fused (4 kernels, the batch read from the resident images; loss and accuracy read at the "
+                 "epoch's end; --fused off: the separate kernels)"
+               : "separate kernels (--fused off, or --gemm other than 4)");
+}
+
 template <class T, class Model>
 void print_header(std::FILE* out, const Config& cfg, const HostData& data, const Setup<T, Model>& s) {
   const Sizes& sz = s.rp.sz;
@@ -268,11 +276,7 @@ void print_header(std::FILE* out, const Config& cfg, const HostData& data, const
                                                : "no overlap",
                  kOnHost<Model> ? "host (in place)" : cfg.mpi_device ? "device" : "pinned host",
                  s.graphs ? ", CUDA Graphs" : "");
-  if (!kOnHost<Model> && cfg.strategy != Strategy::Model)
-    std::fprintf(out, "step: %s\n", fused_in_use(cfg)
-                 ? "fused (4 kernels, the batch read from the resident images; loss and accuracy read at the "
-                   "epoch's end; --fused off: the separate kernels)"
-                 : "separate kernels (--fused off, or --gemm other than 4)");
+  if (!kOnHost<Model> && cfg.strategy != Strategy::Model) print_step_line(out, cfg);
   for (const std::string& line : placement_lines(s.ranks)) std::fprintf(out, "%s\n", line.c_str());
   std::fflush(out);
   const std::string short_of_cores = threads_warning(s.ranks);
