@@ -322,58 +322,125 @@ std::string shared_name(const SharedArena& a, uintptr_t addr) {
                                                        bool write, unsigned other, const void* other_pc,
                                                        bool other_write, const void* pc) {
   const unsigned me = static_cast<unsigned>(w.cur);
+  const bool same_warp = me / 32 == other / 32;
   w.fiber_fault(
       cudaErrorLaunchFailure,
-      strf("shared memory race (%s hazard) in %s: thread %s (warp %u) %s %s%s, but thread %s (warp %u) "
-           "%s it%s, with no __syncthreads() between (racecheck; SIM_RACECHECK=0 turns it off)",
+      strf("shared memory race (%s hazard) in %s: thread %s (warp %u) %s %s%s, but thread %s (warp %u%s) "
+           "%s it%s, with no %s (racecheck; SIM_RACECHECK=0 turns it off)",
            kind, w.where().c_str(), thread_str(w, me).c_str(), me / 32, write ? "wrote" : "read",
            shared_name(w.arena, addr).c_str(), at_line(pc).c_str(), thread_str(w, other).c_str(),
-           other / 32, other_write ? "had written" : "had read", at_line(other_pc).c_str()));
+           other / 32, same_warp ? ", the same warp" : "", other_write ? "had written" : "had read",
+           at_line(other_pc).c_str(),
+           same_warp ? "__syncthreads() or __syncwarp() (or shuffle or vote) between them: the lanes of "
+                       "a warp do not run in lockstep since Volta"
+                     : "__syncthreads() between them"));
 }
 
+// Every byte addressable (1 or 2).
 inline bool all_ok(const uint8_t* s, size_t n) {
   if (n == 4) {
     uint32_t v;
     std::memcpy(&v, s, 4);
-    return v == 0x01010101u;
+    return ((v | v >> 1) & 0x01010101u) == 0x01010101u;
   }
   if (n == 8) {
     uint64_t v;
     std::memcpy(&v, s, 8);
-    return v == 0x0101010101010101ull;
+    return ((v | v >> 1) & 0x0101010101010101ull) == 0x0101010101010101ull;
   }
   for (size_t i = 0; i < n; ++i)
-    if (s[i] != 1) return false;
+    if (!s[i]) return false;
   return true;
+}
+
+[[noreturn]] __attribute__((noinline)) void shared_uninit(Worker& w, uintptr_t addr, size_t n, size_t first,
+                                                          const void* pc) {
+  w.fiber_fault(cudaErrorLaunchFailure,
+                strf("uninitialised shared memory read%s: %zu bytes of %s, and no thread of the block has "
+                     "written byte %zu of them since the launch; %s (a GPU reads whatever the last block "
+                     "left there; initcheck of shared memory in racecheck's blocks, SIM_RACECHECK=0 "
+                     "turns it off)",
+                     at_line(pc).c_str(), n, shared_name(w.arena, addr).c_str(), first, who(w).c_str()));
 }
 
 constexpr uint16_t kNone = 0xffff;
 
+// Thread `other` accessed the byte in barrier interval `ogen` with its warp's stamp `ostamp`:
+// unordered with the current thread's access (a hazard if one of them writes) when it is
+// another thread in the same interval and either of another warp, or of the same warp with
+// no warp intrinsic completed for that warp since (lanes are not in lockstep).
+inline bool unordered(const Worker& w, uint64_t gen, unsigned me, uint64_t ogen, unsigned other,
+                      uint32_t ostamp) {
+  if (ogen != gen || other == me || other == kNone) return false;
+  return (other >> 5) != (me >> 5) || ostamp == w.arena.wstamp[me >> 5];
+}
+
+// The byte changed since reader `who` (1: r, 2: r2) read it and no write was seen: that reader's
+// store (the unseen half of a read-modify-write) is checked against the other accesses of
+// the interval and becomes the last write.
+void inferred_write(Worker& w, RaceByte& r, uintptr_t addr, int who, const void* pc_now) {
+  const unsigned x = who == 1 ? r.rtid : r.r2tid;
+  const uint64_t xgen = r.rgen;
+  const uint32_t xst = who == 1 ? r.rws : r.r2ws;
+  const void* xpc = who == 1 ? r.rpc : r.r2pc;
+  const int cur = w.cur;
+  auto check = [&](uint64_t ogen, unsigned other, uint32_t ost, const void* opc, bool owrite) {
+    if (ogen != xgen || ogen != w.arena.gen || other == x || other == kNone) return;
+    if ((other >> 5) != (x >> 5) || ost == xst) {
+      w.cur = static_cast<int>(x);  // the message names the writer as the accessing thread
+      race_fault(w, owrite ? "write-after-write" : "write-after-read", addr, true, other, opc, owrite, xpc);
+    }
+  };
+  check(r.wgen, r.wtid, r.wws, r.wpc, true);
+  if (who == 1) check(r.rgen, r.r2tid, r.r2ws, r.r2pc, false);
+  else check(r.rgen, r.rtid, r.rws, r.rpc, false);
+  w.cur = cur;
+  (void)pc_now;
+  r.wgen = xgen;
+  r.wtid = static_cast<uint16_t>(x);
+  r.wpc = xpc;
+  r.wws = xst;
+}
+
 void race_byte(Worker& w, RaceByte& r, uintptr_t addr, bool write, const void* pc) {
   const uint64_t gen = w.arena.gen;
   const unsigned me = static_cast<unsigned>(w.cur), warp = me >> 5;
+  const uint32_t stamp = w.arena.wstamp[warp];
+  const uint8_t now = *reinterpret_cast<const uint8_t*>(addr);
+  if (r.lastr && r.rgen == gen && now != r.snap) inferred_write(w, r, addr, r.lastr, pc);
+  r.lastr = 0;
   if (write) {
-    if (r.wgen == gen && (r.wtid >> 5) != warp)
+    if (unordered(w, gen, me, r.wgen, r.wtid, r.wws))
       race_fault(w, "write-after-write", addr, true, r.wtid, r.wpc, true, pc);
-    if (r.rgen == gen) {
-      if ((r.rtid >> 5) != warp) race_fault(w, "write-after-read", addr, true, r.rtid, r.rpc, false, pc);
-      if (r.r2tid != kNone && (r.r2tid >> 5) != warp)
-        race_fault(w, "write-after-read", addr, true, r.r2tid, r.r2pc, false, pc);
-    }
+    if (unordered(w, gen, me, r.rgen, r.rtid, r.rws))
+      race_fault(w, "write-after-read", addr, true, r.rtid, r.rpc, false, pc);
+    if (r.rgen == gen && unordered(w, gen, me, r.rgen, r.r2tid, r.r2ws))
+      race_fault(w, "write-after-read", addr, true, r.r2tid, r.r2pc, false, pc);
     r.wgen = gen;
     r.wtid = static_cast<uint16_t>(me);
     r.wpc = pc;
+    r.wws = stamp;
   } else {
-    if (r.wgen == gen && (r.wtid >> 5) != warp)
+    if (unordered(w, gen, me, r.wgen, r.wtid, r.wws))
       race_fault(w, "read-after-write", addr, false, r.wtid, r.wpc, true, pc);
+    r.snap = now;
     if (r.rgen != gen) {
       r.rgen = gen;
       r.rtid = static_cast<uint16_t>(me);
       r.rpc = pc;
+      r.rws = stamp;
       r.r2tid = kNone;
-    } else if (r.r2tid == kNone && (r.rtid >> 5) != warp) {
+      r.lastr = 1;
+    } else if (r.rtid == me) {
+      r.rws = stamp;  // its latest read
+      r.rpc = pc;
+      r.lastr = 1;
+    } else if (r.r2tid == kNone || r.r2tid == me ||
+               ((r.r2tid >> 5) == (r.rtid >> 5) && warp != (r.rtid >> 5u))) {  // prefer another warp
       r.r2tid = static_cast<uint16_t>(me);
       r.r2pc = pc;
+      r.r2ws = stamp;
+      r.lastr = 2;
     }
   }
 }
@@ -382,6 +449,13 @@ inline void shared_access(Worker& w, size_t off, uintptr_t addr, size_t n, bool 
   SharedArena& a = w.arena;
   if (__builtin_expect(off + n > kWindow || !all_ok(a.ok + off, n), 0)) shared_oob(w, addr, n, write, pc);
   if (!w.race) return;
+  uint8_t* ok = a.ok + off;
+  if (write) {
+    std::memset(ok, 2, n);
+  } else {
+    for (size_t i = 0; i < n; ++i)
+      if (__builtin_expect(ok[i] != 2, 0)) shared_uninit(w, addr, n, i, pc);
+  }
   for (size_t i = 0; i < n; ++i) race_byte(w, a.race[off + i], addr + i, write, pc);
 }
 }  // namespace
@@ -597,6 +671,12 @@ void atomic_access(const void* p, size_t n) {
   const size_t off = a - reinterpret_cast<uintptr_t>(w->arena.window);
   if (off < kWindow) {
     if (off + n > kWindow || !all_ok(w->arena.ok + off, n)) shared_oob(*w, a, n, true, pc);
+    if (w->race) {  // an atomic reads the old value: it must have been written
+      uint8_t* ok = w->arena.ok + off;
+      for (size_t i = 0; i < n; ++i)
+        if (ok[i] != 2) shared_uninit(*w, a, n, i, pc);
+      for (size_t i = 0; i < n; ++i) w->arena.race[off + i].lastr = 0;  // its change is no plain store
+    }
     return;
   }
   if (DevRec* r = lookup(a)) {
