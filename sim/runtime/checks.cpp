@@ -461,11 +461,25 @@ inline void shared_access(Worker& w, size_t off, uintptr_t addr, size_t n, bool 
 }  // namespace
 
 // ---- device memory ---------------------------------------------------------------------
+// Per 4-byte word of an allocation under the global race check: the last write and the last
+// read of the launch (the read's value in snap while no write was seen since it).
+struct GlobalRace {
+  uint64_t launch;          // L.index + 1 of the records; stale otherwise
+  const void *wpc, *rpc;
+  uint32_t wblock, rblock;  // linear block index
+  uint32_t wgen, rgen;      // the block's barrier interval (low bits)
+  uint32_t wws, rws;        // the warp's sync stamp
+  uint32_t snap;
+  uint16_t wtid, rtid;      // linear thread index, 0xffff none
+  uint8_t lastr, winferred;
+};
 struct DevRec {
   uintptr_t lo;   // device view of byte 0
   size_t size;
   uintptr_t prog;  // the program's address of byte 0
   uint8_t* init;   // 1 per byte written
+  GlobalRace* race = nullptr;   // size / 4 records, NORESERVE, made at the first race-checked launch
+  uint64_t racing = 0;          // L.index + 1 while a race-checked launch runs with it poisoned
 };
 
 namespace {
@@ -509,7 +523,7 @@ inline DevRec* data_rec(uintptr_t a, size_t n) {
 }  // namespace
 
 DevRec* track_device(uintptr_t dev_lo, size_t size, uintptr_t prog, uintptr_t pages_lo, size_t pages_len) {
-  auto* r = new DevRec{dev_lo, size, prog, static_cast<uint8_t*>(std::calloc(size ? size : 1, 1))};
+  auto* r = new DevRec{dev_lo, size, prog, static_cast<uint8_t*>(std::calloc(size ? size : 1, 1)), nullptr, 0};
   if (!r->init) {
     delete r;
     return nullptr;
@@ -525,12 +539,14 @@ void untrack_device(DevRec* r, uintptr_t pages_lo, size_t pages_len) {
   set_pages(pages_lo, pages_len, nullptr);
   shadow_fill(pages_lo, pages_len, 0);  // the addresses may hold anything next
   std::free(r->init);
+  if (r->race) munmap(r->race, (r->size / 4 + 1) * sizeof(GlobalRace));
   delete r;
 }
 namespace {
 // After r->init changed in data bytes [lo, hi): granules whose bytes are all written become
 // plain memory for the inline checks. `whole`: every byte of [lo, hi) is known to be written.
 void refresh_granules(const DevRec& r, size_t lo, size_t hi, bool whole) {
+  if (r.racing) return;  // every granule stays poisoned until the launch ends (global_race_end)
   for (size_t g = lo & ~size_t(7); g < hi; g += 8) {
     const size_t end = std::min(g + 8, r.size);
     if (whole && g >= lo && g + 8 <= hi && end == g + 8) {  // interior: open a run at once
@@ -603,6 +619,112 @@ inline bool all_set(const uint8_t* s, size_t n) {
     if (!s[i]) return false;
   return true;
 }
+// ---- global-memory races ---------------------------------------------------------------
+constexpr uint16_t kNoThread = 0xffff;
+std::atomic<uint8_t> g_race_locks[4096];
+struct RaceLock {
+  std::atomic<uint8_t>& l;
+  explicit RaceLock(uintptr_t word) : l(g_race_locks[(word >> 2) & 4095]) {
+    while (l.exchange(1, std::memory_order_acquire)) {
+    }
+  }
+  ~RaceLock() { l.store(0, std::memory_order_release); }
+};
+struct Access {  // one side of a global race
+  unsigned long long block;
+  unsigned tid;
+  uint32_t gen, stamp;
+  const void* pc;
+};
+unsigned long long linear_block(const Worker& w) {
+  const uint3 b = w.block.block_idx;
+  const dim3 g = w.block.grid_dim;
+  return b.x + static_cast<unsigned long long>(g.x) * (b.y + static_cast<unsigned long long>(g.y) * b.z);
+}
+std::string block_str(const Worker& w, unsigned long long b) {
+  const dim3 g = w.block.grid_dim;
+  return strf("(%llu,%llu,%llu)", b % g.x, (b / g.x) % g.y, b / (static_cast<unsigned long long>(g.x) * g.y));
+}
+// Two accesses of one launch are ordered when one thread made both, when a __syncthreads of
+// their block separated them, or when they are lanes of one warp and a warp intrinsic of that
+// warp completed between them. Different blocks are never ordered.
+inline bool ordered(const Access& x, const Access& y) {
+  if (x.block != y.block) return false;
+  if (x.tid == y.tid) return true;
+  if (x.gen != y.gen) return true;
+  return (x.tid >> 5) == (y.tid >> 5) && x.stamp != y.stamp;
+}
+[[noreturn]] __attribute__((noinline)) void global_race_fault(Worker& w, const DevRec& r, uintptr_t word,
+                                                              const char* kind, const Access& me, bool me_write,
+                                                              const Access& other, bool other_write,
+                                                              bool other_inferred) {
+  const bool same_warp = me.block == other.block && (me.tid >> 5) == (other.tid >> 5);
+  const bool lost = other_inferred && code_line(me.pc) == code_line(other.pc);
+  const std::string why =
+      me.block != other.block
+          ? "threads of different blocks are never ordered within a launch: use atomics, or split the kernel"
+      : same_warp ? "no __syncwarp(), shuffle, vote or __syncthreads() between them (the lanes of a warp do "
+                    "not run in lockstep since Volta)"
+                  : "no __syncthreads() between them";
+  w.fiber_fault(
+      cudaErrorLaunchFailure,
+      strf("global memory race (%s hazard) in kernel '%s' (launched at %s:%d): thread %s of block %s %s "
+           "4 bytes at byte offset %zu of cudaMalloc allocation %p (%zu bytes)%s, but thread %s of block %s "
+           "had %s it%s%s, and %s%s (global racecheck; SIM_RACECHECK=0 turns it off)",
+           kind, w.L->name, w.L->file, w.L->line, thread_str(w, me.tid).c_str(), block_str(w, me.block).c_str(),
+           me_write ? "wrote" : "read", static_cast<size_t>(word - r.lo), reinterpret_cast<void*>(r.prog),
+           r.size, at_line(me.pc).c_str(), thread_str(w, other.tid).c_str(), block_str(w, other.block).c_str(),
+           other_write ? "written" : "read", at_line(other.pc).c_str(),
+           other_inferred ? " (the store of its read-modify-write)" : "", why.c_str(),
+           lost ? "; both read-modify-write the word without atomics, so one update is lost" : ""));
+}
+
+void global_race_word(Worker& w, DevRec& r, uintptr_t word, bool write, const void* pc) {
+  GlobalRace& g = r.race[(word - r.lo) >> 2];
+  const uint64_t launch = r.racing;
+  const Access me{linear_block(w), static_cast<unsigned>(w.cur), static_cast<uint32_t>(w.arena.gen),
+                  w.arena.wstamp[static_cast<unsigned>(w.cur) >> 5], pc};
+  const uint32_t now = __atomic_load_n(reinterpret_cast<const uint32_t*>(word), __ATOMIC_RELAXED);
+  RaceLock lock(word);
+  if (g.launch != launch) {
+    g = GlobalRace{};
+    g.launch = launch;
+    g.wtid = g.rtid = kNoThread;
+  }
+  const Access wr{g.wblock, g.wtid, g.wgen, g.wws, g.wpc}, rd{g.rblock, g.rtid, g.rgen, g.rws, g.rpc};
+  if (g.lastr && now != g.snap && g.rtid != kNoThread) {
+    // The word changed since that read and no store was seen: the reader's own (the store of a
+    // read-modify-write, which GCC checks only through its load).
+    if (g.wtid != kNoThread && !ordered(rd, wr))
+      global_race_fault(w, r, word, "write-after-write", rd, true, wr, true, g.winferred);
+    g.wblock = g.rblock, g.wtid = g.rtid, g.wgen = g.rgen, g.wws = g.rws, g.wpc = g.rpc;
+    g.winferred = 1;
+  }
+  g.lastr = 0;
+  const Access w2{g.wblock, g.wtid, g.wgen, g.wws, g.wpc};
+  if (g.wtid != kNoThread && !ordered(me, w2))
+    global_race_fault(w, r, word, write ? "write-after-write" : "read-after-write", me, write, w2, true, g.winferred);
+  if (write) {
+    if (g.rtid != kNoThread && !ordered(me, rd)) global_race_fault(w, r, word, "write-after-read", me, true, rd, false, false);
+    g.wblock = static_cast<uint32_t>(me.block), g.wtid = static_cast<uint16_t>(me.tid), g.wgen = me.gen;
+    g.wws = me.stamp, g.wpc = pc, g.winferred = 0;
+  } else {
+    g.rblock = static_cast<uint32_t>(me.block), g.rtid = static_cast<uint16_t>(me.tid), g.rgen = me.gen;
+    g.rws = me.stamp, g.rpc = pc;
+    g.snap = now;
+    g.lastr = 1;
+  }
+}
+// An atomic changes the word: no plain store to infer.
+void global_race_atomic(DevRec& r, uintptr_t a, size_t n) {
+  for (uintptr_t word = a & ~uintptr_t(3); word < a + n; word += 4) {
+    if (word < r.lo || word + 4 > r.lo + r.size) continue;
+    GlobalRace& g = r.race[(word - r.lo) >> 2];
+    RaceLock lock(word);
+    if (g.launch == r.racing) g.lastr = 0;
+  }
+}
+
 inline void global_access(Worker& w, DevRec& r, uintptr_t a, size_t n, bool write, const void* pc) {
   const uintptr_t off = a - r.lo;
   if (__builtin_expect(off >= r.size || n > r.size - off, 0)) global_oob(w, r, a, n, write, pc);
@@ -615,6 +737,34 @@ inline void global_access(Worker& w, DevRec& r, uintptr_t a, size_t n, bool writ
   } else if (__builtin_expect(!all_set(s, n), 0) && initcheck_on()) {
     uninit_read(w, r, a, n, pc);
   }
+  // 1- and 2-byte accesses are not race-checked (neighbouring bytes of one word may belong to
+  // different threads).
+  if (r.racing && n >= 4 && !(a & 3))
+    for (uintptr_t word = a; word < a + n; word += 4) global_race_word(w, r, word, write, pc);
+}
+
+// The writable arguments of the launch being prepared (device views), on the launching thread.
+thread_local std::vector<uintptr_t> tl_race_args;
+std::vector<DevRec*> g_racing;  // under the launch mutex (pool.cpp)
+constexpr int8_t kRacePoison = -4;
+void restore_shadow(const DevRec& r) {
+#if !SIM_ASAN
+  if (!initcheck_on()) return shadow_open(r.lo, r.size);
+  const size_t whole = r.size & ~size_t(7);
+  for (size_t g = 0; g < whole; g += 8) {
+    uint64_t v;
+    std::memcpy(&v, r.init + g, 8);
+    *shadow(r.lo + g) = v == 0x0101010101010101ull ? 0 : kUnwritten;
+  }
+  if (whole < r.size) {
+    bool all = true;
+    for (size_t i = whole; i < r.size; ++i) all = all && r.init[i];
+    if (all) shadow_open(r.lo + whole, r.size - whole);
+    else shadow_fill(r.lo + whole, r.size - whole, kUnwritten);
+  }
+#else
+  (void)r;
+#endif
 }
 }  // namespace
 
@@ -680,11 +830,49 @@ void atomic_access(const void* p, size_t n) {
     return;
   }
   if (DevRec* r = lookup(a)) {
+    const uint64_t racing = r->racing;
+    r->racing = 0;  // no race record for an atomic (bounds and initialisation only)
     global_access(*w, *r, a, n, false, pc);  // an atomic reads the old value
     global_access(*w, *r, a, n, true, pc);
+    r->racing = racing;
+    if (racing) global_race_atomic(*r, a, n);
     return;
   }
   if (g_globals && a - g_glo.load() < g_ghi.load() - g_glo.load()) globals_access(*w, a, n, true, pc);
+}
+
+void global_race_arg(const void* view) { tl_race_args.push_back(reinterpret_cast<uintptr_t>(view)); }
+
+void global_race_begin(const Launch& L) {
+  std::vector<uintptr_t> args;
+  args.swap(tl_race_args);
+#if !SIM_ASAN
+  g_racing.clear();
+  if (!L.racecheck) return;
+  for (uintptr_t v : args) {
+    DevRec* r = lookup(v);
+    if (!r || r->size < 4 || std::find(g_racing.begin(), g_racing.end(), r) != g_racing.end()) continue;
+    if (!r->race) {
+      void* m = mmap(nullptr, (r->size / 4 + 1) * sizeof(GlobalRace), PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (m == MAP_FAILED) continue;
+      r->race = static_cast<GlobalRace*>(m);
+    }
+    r->racing = L.index + 1;
+    shadow_fill(r->lo, r->size, kRacePoison);  // every access reaches global_access
+    g_racing.push_back(r);
+  }
+#else
+  (void)L;
+#endif
+}
+
+void global_race_end() {
+  for (DevRec* r : g_racing) {
+    r->racing = 0;
+    restore_shadow(*r);
+  }
+  g_racing.clear();
 }
 
 }  // namespace sim::detail

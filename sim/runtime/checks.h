@@ -69,6 +69,13 @@ void mark_written(const void* p, size_t n);
 void copy_written(void* dst, const void* src, size_t n);
 void mark_allocation_written(const void* p);  // the whole allocation containing p
 
+// The global-memory race check (checks.cpp): a kernel's writable pointer argument (pointee not
+// const) in a race-checked launch; launch_execute brackets the launch with begin/end.
+void global_race_arg(const void* view);
+struct Launch;
+void global_race_begin(const Launch& L);
+void global_race_end();
+
 bool racecheck_on();
 bool initcheck_on();
 // "f.cu:12" (or "function+0x1c in module") for a code address; "" if nothing is known.
