@@ -233,6 +233,7 @@ void open_range(Worker& w, char* p, size_t n) {
 void arena_begin_block(Worker& w, size_t dyn_bytes) {
   SharedArena& a = w.arena;
   ensure_arena(a);
+  a.pu_set = false;
   ++a.gen;  // race records of earlier blocks are stale
   a.low = 0;
   a.static_bytes = 0;
@@ -353,15 +354,34 @@ inline bool all_ok(const uint8_t* s, size_t n) {
   return true;
 }
 
-[[noreturn]] __attribute__((noinline)) void shared_uninit(Worker& w, uintptr_t addr, size_t n, size_t first,
-                                                          const void* pc) {
-  w.fiber_fault(cudaErrorLaunchFailure,
-                strf("uninitialised shared memory read%s: %zu bytes of %s, and no thread of the block has "
+__attribute__((noinline)) void shared_uninit(Worker& w, uintptr_t addr, size_t n, size_t first,
+                                             const void* pc) {
+  SharedArena& a = w.arena;
+  if (a.pu_set) return;
+  a.pu_set = true;
+  a.pu_addr = addr, a.pu_n = n, a.pu_first = first, a.pu_pc = pc, a.pu_tid = w.cur;
+}
+}  // namespace
+
+std::string take_pending_uninit(Worker& w) {
+  SharedArena& a = w.arena;
+  if (!a.pu_set) return "";
+  a.pu_set = false;
+  const int cur = w.cur;
+  w.cur = a.pu_tid;
+  const uintptr_t addr = a.pu_addr;
+  const size_t n = a.pu_n, first = a.pu_first;
+  const void* pc = a.pu_pc;
+  std::string msg = strf("uninitialised shared memory read%s: %zu bytes of %s, and no thread of the block has "
                      "written byte %zu of them since the launch; %s (a GPU reads whatever the last block "
                      "left there; initcheck of shared memory in racecheck's blocks, SIM_RACECHECK=0 "
                      "turns it off)",
-                     at_line(pc).c_str(), n, shared_name(w.arena, addr).c_str(), first, who(w).c_str()));
+                     at_line(pc).c_str(), n, shared_name(w.arena, addr).c_str(), first, who(w).c_str());
+  w.cur = cur;
+  return msg;
 }
+
+namespace {
 
 constexpr uint16_t kNone = 0xffff;
 

@@ -48,6 +48,14 @@ struct SharedArena {
   // one barrier interval are ordered only if the stamp changed between them.
   uint32_t wstamp[32] = {};
   uint32_t stamps = 0;
+  // The first read of shared bytes no thread of the block had written (racecheck's blocks). It
+  // is reported when the threads next stop at a barrier (or exit), so that a write by another
+  // thread in the same interval is reported as the race it is (a missing barrier) instead.
+  bool pu_set = false;
+  uintptr_t pu_addr = 0;
+  size_t pu_n = 0, pu_first = 0;
+  const void* pu_pc = nullptr;
+  int pu_tid = 0;
   size_t low = 0;          // bytes used below base (static arrays + red zones)
   size_t dyn = 0;          // dynamic bytes at base
   size_t static_bytes = 0;
@@ -57,6 +65,8 @@ void arena_begin_block(Worker& w, size_t dyn_bytes);  // sets w.block.dyn_smem
 void* arena_static(Worker& w, size_t bytes, size_t align, const char* name, const char* file,
                    int line);
 void arena_end_block(Worker& w);
+// The fault message of a pending uninitialised shared read ("" when none); clears it.
+std::string take_pending_uninit(Worker& w);
 
 // Device allocations (memory.cpp calls these).
 struct DevRec;
