@@ -745,7 +745,8 @@ void global_race_atomic(DevRec& r, uintptr_t a, size_t n) {
   }
 }
 
-inline void global_access(Worker& w, DevRec& r, uintptr_t a, size_t n, bool write, const void* pc) {
+inline void global_access(Worker& w, DevRec& r, uintptr_t a, size_t n, bool write, const void* pc,
+                          bool atomic = false) {
   const uintptr_t off = a - r.lo;
   if (__builtin_expect(off >= r.size || n > r.size - off, 0)) global_oob(w, r, a, n, write, pc);
   uint8_t* s = r.init + off;
@@ -759,7 +760,7 @@ inline void global_access(Worker& w, DevRec& r, uintptr_t a, size_t n, bool writ
   }
   // 1- and 2-byte accesses are not race-checked (neighbouring bytes of one word may belong to
   // different threads).
-  if (r.racing && n >= 4 && !(a & 3))
+  if (r.racing && !atomic && n >= 4 && !(a & 3))
     for (uintptr_t word = a; word < a + n; word += 4) global_race_word(w, r, word, write, pc);
 }
 
@@ -850,12 +851,10 @@ void atomic_access(const void* p, size_t n) {
     return;
   }
   if (DevRec* r = lookup(a)) {
-    const uint64_t racing = r->racing;
-    r->racing = 0;  // no race record for an atomic (bounds and initialisation only)
-    global_access(*w, *r, a, n, false, pc);  // an atomic reads the old value
-    global_access(*w, *r, a, n, true, pc);
-    r->racing = racing;
-    if (racing) global_race_atomic(*r, a, n);
+    // No race record for an atomic (bounds and initialisation only).
+    global_access(*w, *r, a, n, false, pc, true);  // an atomic reads the old value
+    global_access(*w, *r, a, n, true, pc, true);
+    if (r->racing) global_race_atomic(*r, a, n);
     return;
   }
   if (g_globals && a - g_glo.load() < g_ghi.load() - g_glo.load()) globals_access(*w, a, n, true, pc);

@@ -17,6 +17,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 #include <cstdio>
+#include <iterator>
 #include <map>
 #include <mutex>
 
@@ -148,7 +149,11 @@ void pinned_free(void* p, size_t size) {
   const size_t pg = page_size();
   {
     std::lock_guard<std::mutex> lk(g_m);
-    each_page(reinterpret_cast<uintptr_t>(p), reinterpret_cast<uintptr_t>(p) + size, [](uintptr_t q) { g_pages.erase(q); });
+    const uintptr_t lo = reinterpret_cast<uintptr_t>(p), hi = lo + size;
+    each_page(lo, hi, [](uintptr_t q) { g_pages.erase(q); });
+    // Copies dropped unrun (cudaDeviceReset deletes queues) must not name later allocations.
+    for (auto it = g_copies.begin(); it != g_copies.end();)
+      it = it->second.lo < hi && it->second.hi > lo ? g_copies.erase(it) : std::next(it);
   }
   munmap(p, (size + pg - 1) / pg * pg);
 }
