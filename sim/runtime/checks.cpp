@@ -484,7 +484,8 @@ inline void shared_access(Worker& w, size_t off, uintptr_t addr, size_t n, bool 
 // Per 4-byte word of an allocation under the global race check: the last write and the last
 // read of the launch (the read's value in snap while no write was seen since it).
 struct GlobalRace {
-  uint64_t launch;          // L.index + 1 of the records; stale otherwise
+  uint64_t launch;          // the race-checked launch of the records; stale otherwise
+  uint64_t wseq, rseq;      // g_seq when they happened (cross-block ordering through fences)
   const void *wpc, *rpc;
   uint32_t wblock, rblock;  // linear block index
   uint32_t wgen, rgen;      // the block's barrier interval (low bits)
@@ -499,7 +500,7 @@ struct DevRec {
   uintptr_t prog;  // the program's address of byte 0
   uint8_t* init;   // 1 per byte written
   GlobalRace* race = nullptr;   // size / 4 records, NORESERVE, made at the first race-checked launch
-  uint64_t racing = 0;          // L.index + 1 while a race-checked launch runs with it poisoned
+  uint64_t racing = 0;          // the race-checked launch running with it poisoned, else 0
 };
 
 namespace {
@@ -655,7 +656,25 @@ struct Access {  // one side of a global race
   unsigned tid;
   uint32_t gen, stamp;
   const void* pc;
+  uint64_t seq;
 };
+// Cross-block ordering (the "last block done" pattern: partials written, __threadfence, an
+// atomic on a counter; the block whose atomic comes last reads them all): an access of block X
+// is ordered before a later access of block Y when X executed a __threadfence after it and Y
+// executed an atomic after that fence. g_seq orders fences, atomics and accesses.
+std::atomic<uint64_t> g_seq{1};
+std::mutex g_sync_m;
+std::vector<std::vector<uint64_t>> g_fences;   // per linear block of the race-checked launch
+std::vector<uint64_t> g_last_atomic;           // per linear block
+bool g_sync_on = false;                        // the launch's blocks are tracked (not too many)
+bool fenced_between(unsigned long long x, uint64_t after, unsigned long long y) {
+  std::lock_guard<std::mutex> lk(g_sync_m);
+  if (!g_sync_on || x >= g_fences.size() || y >= g_last_atomic.size()) return false;
+  const uint64_t before = g_last_atomic[y];
+  for (uint64_t f : g_fences[x])
+    if (f > after && f < before) return true;
+  return false;
+}
 unsigned long long linear_block(const Worker& w) {
   const uint3 b = w.block.block_idx;
   const dim3 g = w.block.grid_dim;
@@ -668,8 +687,8 @@ std::string block_str(const Worker& w, unsigned long long b) {
 // Two accesses of one launch are ordered when one thread made both, when a __syncthreads of
 // their block separated them, or when they are lanes of one warp and a warp intrinsic of that
 // warp completed between them. Different blocks are never ordered.
-inline bool ordered(const Access& x, const Access& y) {
-  if (x.block != y.block) return false;
+inline bool ordered(const Access& x, const Access& y) {  // x came first
+  if (x.block != y.block) return fenced_between(x.block, x.seq, y.block);
   if (x.tid == y.tid) return true;
   if (x.gen != y.gen) return true;
   return (x.tid >> 5) == (y.tid >> 5) && x.stamp != y.stamp;
@@ -682,7 +701,9 @@ inline bool ordered(const Access& x, const Access& y) {
   const bool lost = other_inferred && code_line(me.pc) == code_line(other.pc);
   const std::string why =
       me.block != other.block
-          ? "threads of different blocks are never ordered within a launch: use atomics, or split the kernel"
+          ? "threads of different blocks are ordered within a launch only by a __threadfence() of the first "
+            "block after its access and an atomic of the second block after that fence: use atomics, or "
+            "split the kernel"
       : same_warp ? "no __syncwarp(), shuffle, vote or __syncthreads() between them (the lanes of a warp do "
                     "not run in lockstep since Volta)"
                   : "no __syncthreads() between them";
@@ -703,7 +724,7 @@ void global_race_word(Worker& w, DevRec& r, uintptr_t word, bool write, const vo
   GlobalRace& g = r.race[(word - r.lo) >> 2];
   const uint64_t launch = r.racing;
   const Access me{linear_block(w), static_cast<unsigned>(w.cur), static_cast<uint32_t>(w.arena.gen),
-                  w.arena.wstamp[static_cast<unsigned>(w.cur) >> 5], pc};
+                  w.arena.wstamp[static_cast<unsigned>(w.cur) >> 5], pc, g_seq.load(std::memory_order_relaxed)};
   const uint32_t now = __atomic_load_n(reinterpret_cast<const uint32_t*>(word), __ATOMIC_RELAXED);
   RaceLock lock(word);
   if (g.launch != launch) {
@@ -711,26 +732,26 @@ void global_race_word(Worker& w, DevRec& r, uintptr_t word, bool write, const vo
     g.launch = launch;
     g.wtid = g.rtid = kNoThread;
   }
-  const Access wr{g.wblock, g.wtid, g.wgen, g.wws, g.wpc}, rd{g.rblock, g.rtid, g.rgen, g.rws, g.rpc};
+  const Access wr{g.wblock, g.wtid, g.wgen, g.wws, g.wpc, g.wseq}, rd{g.rblock, g.rtid, g.rgen, g.rws, g.rpc, g.rseq};
   if (g.lastr && now != g.snap && g.rtid != kNoThread) {
     // The word changed since that read and no store was seen: the reader's own (the store of a
     // read-modify-write, which GCC checks only through its load).
-    if (g.wtid != kNoThread && !ordered(rd, wr))
+    if (g.wtid != kNoThread && !ordered(wr, rd))
       global_race_fault(w, r, word, "write-after-write", rd, true, wr, true, g.winferred);
-    g.wblock = g.rblock, g.wtid = g.rtid, g.wgen = g.rgen, g.wws = g.rws, g.wpc = g.rpc;
+    g.wblock = g.rblock, g.wtid = g.rtid, g.wgen = g.rgen, g.wws = g.rws, g.wpc = g.rpc, g.wseq = g.rseq;
     g.winferred = 1;
   }
   g.lastr = 0;
-  const Access w2{g.wblock, g.wtid, g.wgen, g.wws, g.wpc};
-  if (g.wtid != kNoThread && !ordered(me, w2))
+  const Access w2{g.wblock, g.wtid, g.wgen, g.wws, g.wpc, g.wseq};
+  if (g.wtid != kNoThread && !ordered(w2, me))
     global_race_fault(w, r, word, write ? "write-after-write" : "read-after-write", me, write, w2, true, g.winferred);
   if (write) {
-    if (g.rtid != kNoThread && !ordered(me, rd)) global_race_fault(w, r, word, "write-after-read", me, true, rd, false, false);
+    if (g.rtid != kNoThread && !ordered(rd, me)) global_race_fault(w, r, word, "write-after-read", me, true, rd, false, false);
     g.wblock = static_cast<uint32_t>(me.block), g.wtid = static_cast<uint16_t>(me.tid), g.wgen = me.gen;
-    g.wws = me.stamp, g.wpc = pc, g.winferred = 0;
+    g.wws = me.stamp, g.wpc = pc, g.winferred = 0, g.wseq = me.seq;
   } else {
     g.rblock = static_cast<uint32_t>(me.block), g.rtid = static_cast<uint16_t>(me.tid), g.rgen = me.gen;
-    g.rws = me.stamp, g.rpc = pc;
+    g.rws = me.stamp, g.rpc = pc, g.rseq = me.seq;
     g.snap = now;
     g.lastr = 1;
   }
@@ -834,6 +855,23 @@ inline void globals_access(Worker& w, uintptr_t a, size_t n, bool write, const v
 
 // An atomic: bounds and initialisation, never a race (called from sim/strict.h's
 // SIM_ATOMIC_CHECK_; the atomics themselves are not instrumented).
+namespace {
+void note_atomic(const Worker& w) {
+  if (!w.L || !w.L->racecheck) return;
+  std::lock_guard<std::mutex> lk(g_sync_m);
+  const unsigned long long b = linear_block(w);
+  if (g_sync_on && b < g_last_atomic.size()) g_last_atomic[b] = ++g_seq;
+}
+}  // namespace
+
+void note_threadfence() {
+  Worker* w = tl_worker;
+  if (!w || !w->in_block || w->cur < 0 || !w->L || !w->L->racecheck) return;
+  std::lock_guard<std::mutex> lk(g_sync_m);
+  const unsigned long long b = linear_block(*w);
+  if (g_sync_on && b < g_fences.size() && g_fences[b].size() < 4096) g_fences[b].push_back(++g_seq);
+}
+
 void atomic_access(const void* p, size_t n) {
   Worker* w = tl_worker;
   if (!w || !w->in_block || w->cur < 0) return;
@@ -855,6 +893,7 @@ void atomic_access(const void* p, size_t n) {
     global_access(*w, *r, a, n, false, pc, true);  // an atomic reads the old value
     global_access(*w, *r, a, n, true, pc, true);
     if (r->racing) global_race_atomic(*r, a, n);
+    note_atomic(*w);
     return;
   }
   if (g_globals && a - g_glo.load() < g_ghi.load() - g_glo.load()) globals_access(*w, a, n, true, pc);
@@ -867,7 +906,16 @@ void global_race_begin(const Launch& L) {
   args.swap(tl_race_args);
 #if !SIM_ASAN
   g_racing.clear();
+  {
+    std::lock_guard<std::mutex> lk(g_sync_m);
+    g_sync_on = L.racecheck && L.nblocks <= (1u << 16);
+    g_fences.assign(g_sync_on ? L.nblocks : 0, {});
+    g_last_atomic.assign(g_sync_on ? L.nblocks : 0, 0);
+  }
   if (!L.racecheck) return;
+  // Never reused (L.index restarts at every cudaDeviceReset): stale records stay stale.
+  static std::atomic<uint64_t> g_race_launches{0};
+  const uint64_t race_launch = ++g_race_launches;
   for (uintptr_t v : args) {
     DevRec* r = lookup(v);
     if (!r || r->size < 4 || std::find(g_racing.begin(), g_racing.end(), r) != g_racing.end()) continue;
@@ -877,7 +925,7 @@ void global_race_begin(const Launch& L) {
       if (m == MAP_FAILED) continue;
       r->race = static_cast<GlobalRace*>(m);
     }
-    r->racing = L.index + 1;
+    r->racing = race_launch;
     shadow_fill(r->lo, r->size, kRacePoison);  // every access reaches global_access
     g_racing.push_back(r);
   }
