@@ -406,7 +406,9 @@ void inferred_write(Worker& w, RaceByte& r, uintptr_t addr, int who, const void*
   const int cur = w.cur;
   auto check = [&](uint64_t ogen, unsigned other, uint32_t ost, const void* opc, bool owrite) {
     if (ogen != xgen || ogen != w.arena.gen || other == x || other == kNone) return;
-    if ((other >> 5) != (x >> 5) || ost == xst) {
+    // The store happened at some time after x's read: it certainly races with `other` only if
+    // no warp intrinsic of their warp completed since either access.
+    if ((other >> 5) != (x >> 5) || (ost == xst && xst == w.arena.wstamp[x >> 5])) {
       w.cur = static_cast<int>(x);  // the message names the writer as the accessing thread
       race_fault(w, owrite ? "write-after-write" : "write-after-read", addr, true, other, opc, owrite, xpc);
     }
@@ -736,7 +738,12 @@ void global_race_word(Worker& w, DevRec& r, uintptr_t word, bool write, const vo
   if (g.lastr && now != g.snap && g.rtid != kNoThread) {
     // The word changed since that read and no store was seen: the reader's own (the store of a
     // read-modify-write, which GCC checks only through its load).
-    if (g.wtid != kNoThread && !ordered(wr, rd))
+    // The store came some time after the read: within one block it certainly races with the
+    // last write only if no barrier (or, in one warp, no warp intrinsic) completed since the read.
+    const bool certain = wr.block != rd.block ||
+                         (rd.block == me.block && rd.gen == me.gen &&
+                          ((wr.tid >> 5) != (rd.tid >> 5) || rd.stamp == w.arena.wstamp[rd.tid >> 5]));
+    if (g.wtid != kNoThread && certain && !ordered(wr, rd))
       global_race_fault(w, r, word, "write-after-write", rd, true, wr, true, g.winferred);
     g.wblock = g.rblock, g.wtid = g.rtid, g.wgen = g.rgen, g.wws = g.rws, g.wpc = g.rpc, g.wseq = g.rseq;
     g.winferred = 1;
