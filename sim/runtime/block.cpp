@@ -147,6 +147,10 @@ void Worker::schedule() {
         deadlock_fault();
         return;
       }
+    if (std::string u = take_pending_uninit(*this); !u.empty()) {  // racecheck's blocks (checks.cpp)
+      fault_here(cudaErrorLaunchFailure, u);
+      return;
+    }
     if (nbar == 0) return;  // every thread exited
     if (nexit > 0 || bar_mixed) {
       if (!release_barrier(nexit)) return;

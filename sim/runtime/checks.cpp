@@ -233,6 +233,7 @@ void open_range(Worker& w, char* p, size_t n) {
 void arena_begin_block(Worker& w, size_t dyn_bytes) {
   SharedArena& a = w.arena;
   ensure_arena(a);
+  a.pu_set = false;
   ++a.gen;  // race records of earlier blocks are stale
   a.low = 0;
   a.static_bytes = 0;
@@ -322,58 +323,146 @@ std::string shared_name(const SharedArena& a, uintptr_t addr) {
                                                        bool write, unsigned other, const void* other_pc,
                                                        bool other_write, const void* pc) {
   const unsigned me = static_cast<unsigned>(w.cur);
+  const bool same_warp = me / 32 == other / 32;
   w.fiber_fault(
       cudaErrorLaunchFailure,
-      strf("shared memory race (%s hazard) in %s: thread %s (warp %u) %s %s%s, but thread %s (warp %u) "
-           "%s it%s, with no __syncthreads() between (racecheck; SIM_RACECHECK=0 turns it off)",
+      strf("shared memory race (%s hazard) in %s: thread %s (warp %u) %s %s%s, but thread %s (warp %u%s) "
+           "%s it%s, with no %s (racecheck; SIM_RACECHECK=0 turns it off)",
            kind, w.where().c_str(), thread_str(w, me).c_str(), me / 32, write ? "wrote" : "read",
            shared_name(w.arena, addr).c_str(), at_line(pc).c_str(), thread_str(w, other).c_str(),
-           other / 32, other_write ? "had written" : "had read", at_line(other_pc).c_str()));
+           other / 32, same_warp ? ", the same warp" : "", other_write ? "had written" : "had read",
+           at_line(other_pc).c_str(),
+           same_warp ? "__syncthreads() or __syncwarp() (or shuffle or vote) between them: the lanes of "
+                       "a warp do not run in lockstep since Volta"
+                     : "__syncthreads() between them"));
 }
 
+// Every byte addressable (1 or 2).
 inline bool all_ok(const uint8_t* s, size_t n) {
   if (n == 4) {
     uint32_t v;
     std::memcpy(&v, s, 4);
-    return v == 0x01010101u;
+    return ((v | v >> 1) & 0x01010101u) == 0x01010101u;
   }
   if (n == 8) {
     uint64_t v;
     std::memcpy(&v, s, 8);
-    return v == 0x0101010101010101ull;
+    return ((v | v >> 1) & 0x0101010101010101ull) == 0x0101010101010101ull;
   }
   for (size_t i = 0; i < n; ++i)
-    if (s[i] != 1) return false;
+    if (!s[i]) return false;
   return true;
 }
 
+__attribute__((noinline)) void shared_uninit(Worker& w, uintptr_t addr, size_t n, size_t first,
+                                             const void* pc) {
+  SharedArena& a = w.arena;
+  if (a.pu_set) return;
+  a.pu_set = true;
+  a.pu_addr = addr, a.pu_n = n, a.pu_first = first, a.pu_pc = pc, a.pu_tid = w.cur;
+}
+}  // namespace
+
+std::string take_pending_uninit(Worker& w) {
+  SharedArena& a = w.arena;
+  if (!a.pu_set) return "";
+  a.pu_set = false;
+  const int cur = w.cur;
+  w.cur = a.pu_tid;
+  const uintptr_t addr = a.pu_addr;
+  const size_t n = a.pu_n, first = a.pu_first;
+  const void* pc = a.pu_pc;
+  std::string msg = strf("uninitialised shared memory read%s: %zu bytes of %s, and no thread of the block has "
+                     "written byte %zu of them since the launch; %s (a GPU reads whatever the last block "
+                     "left there; initcheck of shared memory in racecheck's blocks, SIM_RACECHECK=0 "
+                     "turns it off)",
+                     at_line(pc).c_str(), n, shared_name(w.arena, addr).c_str(), first, who(w).c_str());
+  w.cur = cur;
+  return msg;
+}
+
+namespace {
+
 constexpr uint16_t kNone = 0xffff;
+
+// Thread `other` accessed the byte in barrier interval `ogen` with its warp's stamp `ostamp`:
+// unordered with the current thread's access (a hazard if one of them writes) when it is
+// another thread in the same interval and either of another warp, or of the same warp with
+// no warp intrinsic completed for that warp since (lanes are not in lockstep).
+inline bool unordered(const Worker& w, uint64_t gen, unsigned me, uint64_t ogen, unsigned other,
+                      uint32_t ostamp) {
+  if (ogen != gen || other == me || other == kNone) return false;
+  return (other >> 5) != (me >> 5) || ostamp == w.arena.wstamp[me >> 5];
+}
+
+// The byte changed since reader `who` (1: r, 2: r2) read it and no write was seen: that reader's
+// store (the unseen half of a read-modify-write) is checked against the other accesses of
+// the interval and becomes the last write.
+void inferred_write(Worker& w, RaceByte& r, uintptr_t addr, int who, const void* pc_now) {
+  const unsigned x = who == 1 ? r.rtid : r.r2tid;
+  const uint64_t xgen = r.rgen;
+  const uint32_t xst = who == 1 ? r.rws : r.r2ws;
+  const void* xpc = who == 1 ? r.rpc : r.r2pc;
+  const int cur = w.cur;
+  auto check = [&](uint64_t ogen, unsigned other, uint32_t ost, const void* opc, bool owrite) {
+    if (ogen != xgen || ogen != w.arena.gen || other == x || other == kNone) return;
+    // The store happened at some time after x's read: it certainly races with `other` only if
+    // no warp intrinsic of their warp completed since either access.
+    if ((other >> 5) != (x >> 5) || (ost == xst && xst == w.arena.wstamp[x >> 5])) {
+      w.cur = static_cast<int>(x);  // the message names the writer as the accessing thread
+      race_fault(w, owrite ? "write-after-write" : "write-after-read", addr, true, other, opc, owrite, xpc);
+    }
+  };
+  check(r.wgen, r.wtid, r.wws, r.wpc, true);
+  if (who == 1) check(r.rgen, r.r2tid, r.r2ws, r.r2pc, false);
+  else check(r.rgen, r.rtid, r.rws, r.rpc, false);
+  w.cur = cur;
+  (void)pc_now;
+  r.wgen = xgen;
+  r.wtid = static_cast<uint16_t>(x);
+  r.wpc = xpc;
+  r.wws = xst;
+}
 
 void race_byte(Worker& w, RaceByte& r, uintptr_t addr, bool write, const void* pc) {
   const uint64_t gen = w.arena.gen;
   const unsigned me = static_cast<unsigned>(w.cur), warp = me >> 5;
+  const uint32_t stamp = w.arena.wstamp[warp];
+  const uint8_t now = *reinterpret_cast<const uint8_t*>(addr);
+  if (r.lastr && r.rgen == gen && now != r.snap) inferred_write(w, r, addr, r.lastr, pc);
+  r.lastr = 0;
   if (write) {
-    if (r.wgen == gen && (r.wtid >> 5) != warp)
+    if (unordered(w, gen, me, r.wgen, r.wtid, r.wws))
       race_fault(w, "write-after-write", addr, true, r.wtid, r.wpc, true, pc);
-    if (r.rgen == gen) {
-      if ((r.rtid >> 5) != warp) race_fault(w, "write-after-read", addr, true, r.rtid, r.rpc, false, pc);
-      if (r.r2tid != kNone && (r.r2tid >> 5) != warp)
-        race_fault(w, "write-after-read", addr, true, r.r2tid, r.r2pc, false, pc);
-    }
+    if (unordered(w, gen, me, r.rgen, r.rtid, r.rws))
+      race_fault(w, "write-after-read", addr, true, r.rtid, r.rpc, false, pc);
+    if (r.rgen == gen && unordered(w, gen, me, r.rgen, r.r2tid, r.r2ws))
+      race_fault(w, "write-after-read", addr, true, r.r2tid, r.r2pc, false, pc);
     r.wgen = gen;
     r.wtid = static_cast<uint16_t>(me);
     r.wpc = pc;
+    r.wws = stamp;
   } else {
-    if (r.wgen == gen && (r.wtid >> 5) != warp)
+    if (unordered(w, gen, me, r.wgen, r.wtid, r.wws))
       race_fault(w, "read-after-write", addr, false, r.wtid, r.wpc, true, pc);
+    r.snap = now;
     if (r.rgen != gen) {
       r.rgen = gen;
       r.rtid = static_cast<uint16_t>(me);
       r.rpc = pc;
+      r.rws = stamp;
       r.r2tid = kNone;
-    } else if (r.r2tid == kNone && (r.rtid >> 5) != warp) {
+      r.lastr = 1;
+    } else if (r.rtid == me) {
+      r.rws = stamp;  // its latest read
+      r.rpc = pc;
+      r.lastr = 1;
+    } else if (r.r2tid == kNone || r.r2tid == me ||
+               ((r.r2tid >> 5) == (r.rtid >> 5) && warp != (r.rtid >> 5u))) {  // prefer another warp
       r.r2tid = static_cast<uint16_t>(me);
       r.r2pc = pc;
+      r.r2ws = stamp;
+      r.lastr = 2;
     }
   }
 }
@@ -382,16 +471,38 @@ inline void shared_access(Worker& w, size_t off, uintptr_t addr, size_t n, bool 
   SharedArena& a = w.arena;
   if (__builtin_expect(off + n > kWindow || !all_ok(a.ok + off, n), 0)) shared_oob(w, addr, n, write, pc);
   if (!w.race) return;
+  uint8_t* ok = a.ok + off;
+  if (write) {
+    std::memset(ok, 2, n);
+  } else {
+    for (size_t i = 0; i < n; ++i)
+      if (__builtin_expect(ok[i] != 2, 0)) shared_uninit(w, addr, n, i, pc);
+  }
   for (size_t i = 0; i < n; ++i) race_byte(w, a.race[off + i], addr + i, write, pc);
 }
 }  // namespace
 
 // ---- device memory ---------------------------------------------------------------------
+// Per 4-byte word of an allocation under the global race check: the last write and the last
+// read of the launch (the read's value in snap while no write was seen since it).
+struct GlobalRace {
+  uint64_t launch;          // the race-checked launch of the records; stale otherwise
+  uint64_t wseq, rseq;      // g_seq when they happened (cross-block ordering through fences)
+  const void *wpc, *rpc;
+  uint32_t wblock, rblock;  // linear block index
+  uint32_t wgen, rgen;      // the block's barrier interval (low bits)
+  uint32_t wws, rws;        // the warp's sync stamp
+  uint32_t snap;
+  uint16_t wtid, rtid;      // linear thread index, 0xffff none
+  uint8_t lastr, winferred;
+};
 struct DevRec {
   uintptr_t lo;   // device view of byte 0
   size_t size;
   uintptr_t prog;  // the program's address of byte 0
   uint8_t* init;   // 1 per byte written
+  GlobalRace* race = nullptr;   // size / 4 records, NORESERVE, made at the first race-checked launch
+  uint64_t racing = 0;          // the race-checked launch running with it poisoned, else 0
 };
 
 namespace {
@@ -435,7 +546,7 @@ inline DevRec* data_rec(uintptr_t a, size_t n) {
 }  // namespace
 
 DevRec* track_device(uintptr_t dev_lo, size_t size, uintptr_t prog, uintptr_t pages_lo, size_t pages_len) {
-  auto* r = new DevRec{dev_lo, size, prog, static_cast<uint8_t*>(std::calloc(size ? size : 1, 1))};
+  auto* r = new DevRec{dev_lo, size, prog, static_cast<uint8_t*>(std::calloc(size ? size : 1, 1)), nullptr, 0};
   if (!r->init) {
     delete r;
     return nullptr;
@@ -451,12 +562,14 @@ void untrack_device(DevRec* r, uintptr_t pages_lo, size_t pages_len) {
   set_pages(pages_lo, pages_len, nullptr);
   shadow_fill(pages_lo, pages_len, 0);  // the addresses may hold anything next
   std::free(r->init);
+  if (r->race) munmap(r->race, (r->size / 4 + 1) * sizeof(GlobalRace));
   delete r;
 }
 namespace {
 // After r->init changed in data bytes [lo, hi): granules whose bytes are all written become
 // plain memory for the inline checks. `whole`: every byte of [lo, hi) is known to be written.
 void refresh_granules(const DevRec& r, size_t lo, size_t hi, bool whole) {
+  if (r.racing) return;  // every granule stays poisoned until the launch ends (global_race_end)
   for (size_t g = lo & ~size_t(7); g < hi; g += 8) {
     const size_t end = std::min(g + 8, r.size);
     if (whole && g >= lo && g + 8 <= hi && end == g + 8) {  // interior: open a run at once
@@ -529,7 +642,139 @@ inline bool all_set(const uint8_t* s, size_t n) {
     if (!s[i]) return false;
   return true;
 }
-inline void global_access(Worker& w, DevRec& r, uintptr_t a, size_t n, bool write, const void* pc) {
+// ---- global-memory races ---------------------------------------------------------------
+constexpr uint16_t kNoThread = 0xffff;
+std::atomic<uint8_t> g_race_locks[4096];
+struct RaceLock {
+  std::atomic<uint8_t>& l;
+  explicit RaceLock(uintptr_t word) : l(g_race_locks[(word >> 2) & 4095]) {
+    while (l.exchange(1, std::memory_order_acquire)) {
+    }
+  }
+  ~RaceLock() { l.store(0, std::memory_order_release); }
+};
+struct Access {  // one side of a global race
+  unsigned long long block;
+  unsigned tid;
+  uint32_t gen, stamp;
+  const void* pc;
+  uint64_t seq;
+};
+// Cross-block ordering (the "last block done" pattern: partials written, __threadfence, an
+// atomic on a counter; the block whose atomic comes last reads them all): an access of block X
+// is ordered before a later access of block Y when X executed a __threadfence after it and Y
+// executed an atomic after that fence. g_seq orders fences, atomics and accesses.
+std::atomic<uint64_t> g_seq{1};
+std::mutex g_sync_m;
+std::vector<std::vector<uint64_t>> g_fences;   // per linear block of the race-checked launch
+std::vector<uint64_t> g_last_atomic;           // per linear block
+bool g_sync_on = false;                        // the launch's blocks are tracked (not too many)
+bool fenced_between(unsigned long long x, uint64_t after, unsigned long long y) {
+  std::lock_guard<std::mutex> lk(g_sync_m);
+  if (!g_sync_on || x >= g_fences.size() || y >= g_last_atomic.size()) return false;
+  const uint64_t before = g_last_atomic[y];
+  for (uint64_t f : g_fences[x])
+    if (f > after && f < before) return true;
+  return false;
+}
+unsigned long long linear_block(const Worker& w) {
+  const uint3 b = w.block.block_idx;
+  const dim3 g = w.block.grid_dim;
+  return b.x + static_cast<unsigned long long>(g.x) * (b.y + static_cast<unsigned long long>(g.y) * b.z);
+}
+std::string block_str(const Worker& w, unsigned long long b) {
+  const dim3 g = w.block.grid_dim;
+  return strf("(%llu,%llu,%llu)", b % g.x, (b / g.x) % g.y, b / (static_cast<unsigned long long>(g.x) * g.y));
+}
+// Two accesses of one launch are ordered when one thread made both, when a __syncthreads of
+// their block separated them, or when they are lanes of one warp and a warp intrinsic of that
+// warp completed between them. Different blocks are never ordered.
+inline bool ordered(const Access& x, const Access& y) {  // x came first
+  if (x.block != y.block) return fenced_between(x.block, x.seq, y.block);
+  if (x.tid == y.tid) return true;
+  if (x.gen != y.gen) return true;
+  return (x.tid >> 5) == (y.tid >> 5) && x.stamp != y.stamp;
+}
+[[noreturn]] __attribute__((noinline)) void global_race_fault(Worker& w, const DevRec& r, uintptr_t word,
+                                                              const char* kind, const Access& me, bool me_write,
+                                                              const Access& other, bool other_write,
+                                                              bool other_inferred) {
+  const bool same_warp = me.block == other.block && (me.tid >> 5) == (other.tid >> 5);
+  const bool lost = other_inferred && code_line(me.pc) == code_line(other.pc);
+  const std::string why =
+      me.block != other.block
+          ? "threads of different blocks are ordered within a launch only by a __threadfence() of the first "
+            "block after its access and an atomic of the second block after that fence: use atomics, or "
+            "split the kernel"
+      : same_warp ? "no __syncwarp(), shuffle, vote or __syncthreads() between them (the lanes of a warp do "
+                    "not run in lockstep since Volta)"
+                  : "no __syncthreads() between them";
+  w.fiber_fault(
+      cudaErrorLaunchFailure,
+      strf("global memory race (%s hazard) in kernel '%s' (launched at %s:%d): thread %s of block %s %s "
+           "4 bytes at byte offset %zu of cudaMalloc allocation %p (%zu bytes)%s, but thread %s of block %s "
+           "had %s it%s%s, and %s%s (global racecheck; SIM_RACECHECK=0 turns it off)",
+           kind, w.L->name, w.L->file, w.L->line, thread_str(w, me.tid).c_str(), block_str(w, me.block).c_str(),
+           me_write ? "wrote" : "read", static_cast<size_t>(word - r.lo), reinterpret_cast<void*>(r.prog),
+           r.size, at_line(me.pc).c_str(), thread_str(w, other.tid).c_str(), block_str(w, other.block).c_str(),
+           other_write ? "written" : "read", at_line(other.pc).c_str(),
+           other_inferred ? " (the store of its read-modify-write)" : "", why.c_str(),
+           lost ? "; both read-modify-write the word without atomics, so one update is lost" : ""));
+}
+
+void global_race_word(Worker& w, DevRec& r, uintptr_t word, bool write, const void* pc) {
+  GlobalRace& g = r.race[(word - r.lo) >> 2];
+  const uint64_t launch = r.racing;
+  const Access me{linear_block(w), static_cast<unsigned>(w.cur), static_cast<uint32_t>(w.arena.gen),
+                  w.arena.wstamp[static_cast<unsigned>(w.cur) >> 5], pc, g_seq.load(std::memory_order_relaxed)};
+  const uint32_t now = __atomic_load_n(reinterpret_cast<const uint32_t*>(word), __ATOMIC_RELAXED);
+  RaceLock lock(word);
+  if (g.launch != launch) {
+    g = GlobalRace{};
+    g.launch = launch;
+    g.wtid = g.rtid = kNoThread;
+  }
+  const Access wr{g.wblock, g.wtid, g.wgen, g.wws, g.wpc, g.wseq}, rd{g.rblock, g.rtid, g.rgen, g.rws, g.rpc, g.rseq};
+  if (g.lastr && now != g.snap && g.rtid != kNoThread) {
+    // The word changed since that read and no store was seen: the reader's own (the store of a
+    // read-modify-write, which GCC checks only through its load).
+    // The store came some time after the read: within one block it certainly races with the
+    // last write only if no barrier (or, in one warp, no warp intrinsic) completed since the read.
+    const bool certain = wr.block != rd.block ||
+                         (rd.block == me.block && rd.gen == me.gen &&
+                          ((wr.tid >> 5) != (rd.tid >> 5) || rd.stamp == w.arena.wstamp[rd.tid >> 5]));
+    if (g.wtid != kNoThread && certain && !ordered(wr, rd))
+      global_race_fault(w, r, word, "write-after-write", rd, true, wr, true, g.winferred);
+    g.wblock = g.rblock, g.wtid = g.rtid, g.wgen = g.rgen, g.wws = g.rws, g.wpc = g.rpc, g.wseq = g.rseq;
+    g.winferred = 1;
+  }
+  g.lastr = 0;
+  const Access w2{g.wblock, g.wtid, g.wgen, g.wws, g.wpc, g.wseq};
+  if (g.wtid != kNoThread && !ordered(w2, me))
+    global_race_fault(w, r, word, write ? "write-after-write" : "read-after-write", me, write, w2, true, g.winferred);
+  if (write) {
+    if (g.rtid != kNoThread && !ordered(rd, me)) global_race_fault(w, r, word, "write-after-read", me, true, rd, false, false);
+    g.wblock = static_cast<uint32_t>(me.block), g.wtid = static_cast<uint16_t>(me.tid), g.wgen = me.gen;
+    g.wws = me.stamp, g.wpc = pc, g.winferred = 0, g.wseq = me.seq;
+  } else {
+    g.rblock = static_cast<uint32_t>(me.block), g.rtid = static_cast<uint16_t>(me.tid), g.rgen = me.gen;
+    g.rws = me.stamp, g.rpc = pc, g.rseq = me.seq;
+    g.snap = now;
+    g.lastr = 1;
+  }
+}
+// An atomic changes the word: no plain store to infer.
+void global_race_atomic(DevRec& r, uintptr_t a, size_t n) {
+  for (uintptr_t word = a & ~uintptr_t(3); word < a + n; word += 4) {
+    if (word < r.lo || word + 4 > r.lo + r.size) continue;
+    GlobalRace& g = r.race[(word - r.lo) >> 2];
+    RaceLock lock(word);
+    if (g.launch == r.racing) g.lastr = 0;
+  }
+}
+
+inline void global_access(Worker& w, DevRec& r, uintptr_t a, size_t n, bool write, const void* pc,
+                          bool atomic = false) {
   const uintptr_t off = a - r.lo;
   if (__builtin_expect(off >= r.size || n > r.size - off, 0)) global_oob(w, r, a, n, write, pc);
   uint8_t* s = r.init + off;
@@ -541,6 +786,34 @@ inline void global_access(Worker& w, DevRec& r, uintptr_t a, size_t n, bool writ
   } else if (__builtin_expect(!all_set(s, n), 0) && initcheck_on()) {
     uninit_read(w, r, a, n, pc);
   }
+  // 1- and 2-byte accesses are not race-checked (neighbouring bytes of one word may belong to
+  // different threads).
+  if (r.racing && !atomic && n >= 4 && !(a & 3))
+    for (uintptr_t word = a; word < a + n; word += 4) global_race_word(w, r, word, write, pc);
+}
+
+// The writable arguments of the launch being prepared (device views), on the launching thread.
+thread_local std::vector<uintptr_t> tl_race_args;
+std::vector<DevRec*> g_racing;  // under the launch mutex (pool.cpp)
+constexpr int8_t kRacePoison = -4;
+void restore_shadow(const DevRec& r) {
+#if !SIM_ASAN
+  if (!initcheck_on()) return shadow_open(r.lo, r.size);
+  const size_t whole = r.size & ~size_t(7);
+  for (size_t g = 0; g < whole; g += 8) {
+    uint64_t v;
+    std::memcpy(&v, r.init + g, 8);
+    *shadow(r.lo + g) = v == 0x0101010101010101ull ? 0 : kUnwritten;
+  }
+  if (whole < r.size) {
+    bool all = true;
+    for (size_t i = whole; i < r.size; ++i) all = all && r.init[i];
+    if (all) shadow_open(r.lo + whole, r.size - whole);
+    else shadow_fill(r.lo + whole, r.size - whole, kUnwritten);
+  }
+#else
+  (void)r;
+#endif
 }
 }  // namespace
 
@@ -589,6 +862,23 @@ inline void globals_access(Worker& w, uintptr_t a, size_t n, bool write, const v
 
 // An atomic: bounds and initialisation, never a race (called from sim/strict.h's
 // SIM_ATOMIC_CHECK_; the atomics themselves are not instrumented).
+namespace {
+void note_atomic(const Worker& w) {
+  if (!w.L || !w.L->racecheck) return;
+  std::lock_guard<std::mutex> lk(g_sync_m);
+  const unsigned long long b = linear_block(w);
+  if (g_sync_on && b < g_last_atomic.size()) g_last_atomic[b] = ++g_seq;
+}
+}  // namespace
+
+void note_threadfence() {
+  Worker* w = tl_worker;
+  if (!w || !w->in_block || w->cur < 0 || !w->L || !w->L->racecheck) return;
+  std::lock_guard<std::mutex> lk(g_sync_m);
+  const unsigned long long b = linear_block(*w);
+  if (g_sync_on && b < g_fences.size() && g_fences[b].size() < 4096) g_fences[b].push_back(++g_seq);
+}
+
 void atomic_access(const void* p, size_t n) {
   Worker* w = tl_worker;
   if (!w || !w->in_block || w->cur < 0) return;
@@ -597,14 +887,66 @@ void atomic_access(const void* p, size_t n) {
   const size_t off = a - reinterpret_cast<uintptr_t>(w->arena.window);
   if (off < kWindow) {
     if (off + n > kWindow || !all_ok(w->arena.ok + off, n)) shared_oob(*w, a, n, true, pc);
+    if (w->race) {  // an atomic reads the old value: it must have been written
+      uint8_t* ok = w->arena.ok + off;
+      for (size_t i = 0; i < n; ++i)
+        if (ok[i] != 2) shared_uninit(*w, a, n, i, pc);
+      for (size_t i = 0; i < n; ++i) w->arena.race[off + i].lastr = 0;  // its change is no plain store
+    }
     return;
   }
   if (DevRec* r = lookup(a)) {
-    global_access(*w, *r, a, n, false, pc);  // an atomic reads the old value
-    global_access(*w, *r, a, n, true, pc);
+    // No race record for an atomic (bounds and initialisation only).
+    global_access(*w, *r, a, n, false, pc, true);  // an atomic reads the old value
+    global_access(*w, *r, a, n, true, pc, true);
+    if (r->racing) global_race_atomic(*r, a, n);
+    note_atomic(*w);
     return;
   }
   if (g_globals && a - g_glo.load() < g_ghi.load() - g_glo.load()) globals_access(*w, a, n, true, pc);
+}
+
+void global_race_arg(const void* view) { tl_race_args.push_back(reinterpret_cast<uintptr_t>(view)); }
+
+void global_race_begin(const Launch& L) {
+  std::vector<uintptr_t> args;
+  args.swap(tl_race_args);
+#if !SIM_ASAN
+  g_racing.clear();
+  {
+    std::lock_guard<std::mutex> lk(g_sync_m);
+    g_sync_on = L.racecheck && L.nblocks <= (1u << 16);
+    g_fences.assign(g_sync_on ? L.nblocks : 0, {});
+    g_last_atomic.assign(g_sync_on ? L.nblocks : 0, 0);
+  }
+  if (!L.racecheck) return;
+  // Never reused (L.index restarts at every cudaDeviceReset): stale records stay stale.
+  static std::atomic<uint64_t> g_race_launches{0};
+  const uint64_t race_launch = ++g_race_launches;
+  for (uintptr_t v : args) {
+    DevRec* r = lookup(v);
+    if (!r || r->size < 4 || std::find(g_racing.begin(), g_racing.end(), r) != g_racing.end()) continue;
+    if (!r->race) {
+      void* m = mmap(nullptr, (r->size / 4 + 1) * sizeof(GlobalRace), PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (m == MAP_FAILED) continue;
+      r->race = static_cast<GlobalRace*>(m);
+    }
+    r->racing = race_launch;
+    shadow_fill(r->lo, r->size, kRacePoison);  // every access reaches global_access
+    g_racing.push_back(r);
+  }
+#else
+  (void)L;
+#endif
+}
+
+void global_race_end() {
+  for (DevRec* r : g_racing) {
+    r->racing = 0;
+    restore_shadow(*r);
+  }
+  g_racing.clear();
 }
 
 }  // namespace sim::detail

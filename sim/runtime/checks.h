@@ -21,8 +21,14 @@ struct Worker;
 // with red zones around each, a byte shadow (1 = addressable) and a race record per byte.
 struct RaceByte {  // per byte: different threads may own neighbouring bytes
   uint64_t wgen, rgen;           // barrier interval of the last write / of the reads
-  const void *wpc, *rpc, *r2pc;  // code addresses of the writer, a reader, a reader of another warp
+  const void *wpc, *rpc, *r2pc;  // code addresses of the writer, a reader, another thread's read
+  uint32_t wws, rws, r2ws;       // the warp's sync stamp at each of those accesses
   uint16_t wtid, rtid, r2tid;    // linear thread ids (r2tid: 0xffff when none)
+  // The byte's value at the latest read seen (snap) and whose it was (lastr: 1 the reader, 2 the
+  // other reader, 0 none, or a write seen since). GCC checks the store of a read-modify-write
+  // (s[i] += x) only through its load, so a value that changed since a read seen is a store of
+  // that reader's that was not seen: it is recorded as that reader's write when noticed.
+  uint8_t snap, lastr;
 };
 struct SharedArray {
   size_t off, size;  // offset from the block's shared base (may be negative: statics sit below)
@@ -33,9 +39,23 @@ struct SharedArray {
 struct SharedArena {
   char* window = nullptr;  // kWindow bytes, NORESERVE
   char* base = nullptr;    // the dynamic shared memory starts here; static arrays lie below
-  uint8_t* ok = nullptr;   // shadow per byte of the window
+  uint8_t* ok = nullptr;   // per byte of the window: 0 not addressable, 1 addressable, 2 written
+                           // (2 only in race-checked blocks: the uninitialised-read check)
   RaceByte* race = nullptr;  // per byte of the window
   uint64_t gen = 1;        // current barrier interval (never reused)
+  // Per warp of the block: a stamp that changes whenever a warp intrinsic (__syncwarp, a
+  // shuffle, a vote, ...) completes for some of its lanes. Two accesses by lanes of one warp in
+  // one barrier interval are ordered only if the stamp changed between them.
+  uint32_t wstamp[32] = {};
+  uint32_t stamps = 0;
+  // The first read of shared bytes no thread of the block had written (racecheck's blocks). It
+  // is reported when the threads next stop at a barrier (or exit), so that a write by another
+  // thread in the same interval is reported as the race it is (a missing barrier) instead.
+  bool pu_set = false;
+  uintptr_t pu_addr = 0;
+  size_t pu_n = 0, pu_first = 0;
+  const void* pu_pc = nullptr;
+  int pu_tid = 0;
   size_t low = 0;          // bytes used below base (static arrays + red zones)
   size_t dyn = 0;          // dynamic bytes at base
   size_t static_bytes = 0;
@@ -45,6 +65,8 @@ void arena_begin_block(Worker& w, size_t dyn_bytes);  // sets w.block.dyn_smem
 void* arena_static(Worker& w, size_t bytes, size_t align, const char* name, const char* file,
                    int line);
 void arena_end_block(Worker& w);
+// The fault message of a pending uninitialised shared read ("" when none); clears it.
+std::string take_pending_uninit(Worker& w);
 
 // Device allocations (memory.cpp calls these).
 struct DevRec;
@@ -56,6 +78,13 @@ void mark_written(const void* p, size_t n);
 // A device-to-device copy: dst's bytes are as initialised as src's were.
 void copy_written(void* dst, const void* src, size_t n);
 void mark_allocation_written(const void* p);  // the whole allocation containing p
+
+// The global-memory race check (checks.cpp): a kernel's writable pointer argument (pointee not
+// const) in a race-checked launch; launch_execute brackets the launch with begin/end.
+void global_race_arg(const void* view);
+struct Launch;
+void global_race_begin(const Launch& L);
+void global_race_end();
 
 bool racecheck_on();
 bool initcheck_on();

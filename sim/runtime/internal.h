@@ -328,6 +328,15 @@ struct FaultedAlloc {
 bool lookup_fault_address(uintptr_t a, FaultedAlloc* out);
 bool describe_stack_overflow(uintptr_t a);  // fiber.cpp: prints and returns true if a is one
 
+// ---- pinned memory under queued async copies (pinned.cpp) ----
+void* pinned_alloc(size_t size);  // cudaMallocHost memory: its own pages (mmap)
+void pinned_free(void* p, size_t size);
+// A cudaMemcpyAsync queued in the lazy mode whose host side [host, host + n) lies in pinned
+// memory: its pages are protected until pin_release(id) (the copy runs). 0: nothing armed.
+unsigned long long pin_arm(const void* host, size_t n, bool copy_writes, uintptr_t alloc, size_t alloc_size,
+                           const void* dst, const void* src, int kind, const void* stream, const void* pc);
+void pin_release(unsigned long long id);
+
 // ---- memory registry (memory.cpp) ----
 bool is_kernel_accessible(const void* p);
 // [p, p + bytes) lies inside one live device-accessible allocation (device, managed, symbol).

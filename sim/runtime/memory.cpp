@@ -151,7 +151,7 @@ cudaError_t fill_alloc(void** out, size_t size, Kind kind) {
         p = nullptr;
       }
     }
-  } else if ((p = std::malloc(size))) {
+  } else if ((p = kind == Kind::Host ? pinned_alloc(size) : std::malloc(size))) {
     std::memset(p, 0xFF, size);  // fresh memory is all-ones bytes: NaN for float and double
   }
   if (!p) {
@@ -179,6 +179,8 @@ void dispose(uintptr_t key, const Alloc& a) {  // lock held
     const size_t pg = static_cast<size_t>(sysconf(_SC_PAGESIZE));
     untrack_device(a.rec, reinterpret_cast<uintptr_t>(a.map.dev) - pg, a.map.file_bytes + 2 * pg);
     unmap_device(a.map);
+  } else if (a.kind == Kind::Host) {
+    pinned_free(reinterpret_cast<void*>(key), a.size);
   } else if (a.kind != Kind::Symbol) {
     std::free(reinterpret_cast<void*>(key));
   }
@@ -412,9 +414,36 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpy
     ReplayScope r;
     return cudaMemcpy(dst, src, count, kind);
   }
-  switch (capture_node(stream, [=] { ReplayScope r; cudaMemcpy(dst, src, count, kind); })) {
-    case CaptureVerdict::Captured:
-    case CaptureVerdict::Deferred: return cudaSuccess;
+  // In the lazy mode a queued copy's pinned host range is fenced from host code until it runs
+  // (pinned.cpp); the node releases it first.
+  auto armed = std::make_shared<std::atomic<unsigned long long>>(0);
+  switch (capture_node(stream, [=] {
+    pin_release(armed->exchange(0));
+    ReplayScope r;
+    cudaMemcpy(dst, src, count, kind);
+  })) {
+    case CaptureVerdict::Captured: return cudaSuccess;
+    case CaptureVerdict::Deferred: {
+      uintptr_t base = 0;
+      size_t size = 0;
+      const void* host = nullptr;
+      bool writes = false;
+      {
+        std::lock_guard<std::mutex> lk(mem_mutex());
+        for (int side = 0; side < 2 && !host; ++side) {
+          const void* h = side ? src : dst;
+          const Alloc* a = find(h, &base);
+          const void* other = side ? dst : src;
+          if (a && a->kind == Kind::Host && count <= a->size - (reinterpret_cast<uintptr_t>(h) - base)) {
+            const Alloc* o = find(other);
+            if (o && o->kind == Kind::Device) host = h, writes = side == 0, size = a->size;
+          }
+        }
+      }
+      if (host)
+        armed->store(pin_arm(host, count, writes, base, size, dst, src, kind, stream, __builtin_return_address(0)));
+      return cudaSuccess;
+    }
     case CaptureVerdict::Refused: return tl_last_error;
     case CaptureVerdict::Run: break;
   }

@@ -1,6 +1,7 @@
 // Kernel launches: configuration checks, pointer-argument checks, block order,
 // and the pool of worker OS threads (the calling thread is worker 0; SIM_WORKERS=N
 // adds N-1 helpers, created once and reused). Tested by tests/sim and examples.
+#include <cstring>
 #include <unistd.h>
 #include <condition_variable>
 #include <numeric>
@@ -69,7 +70,11 @@ void refuse_launch(Launch& L, const std::string& msg) {
 bool check_pointer_arg(const LaunchParams& p, int index, const void* ptr, const char* type_name,
                        const void** view) {
   *view = ptr;
-  if (ptr == nullptr || resolve_kernel_pointer(ptr, view)) return true;
+  if (ptr == nullptr) return true;
+  if (resolve_kernel_pointer(ptr, view)) {
+    if (std::strncmp(type_name_of(type_name).c_str(), "const ", 6) != 0) global_race_arg(*view);
+    return true;
+  }
   if (const std::string freed = freed_description(ptr); !freed.empty()) {
     report_fault(cudaErrorIllegalAddress,
                  strf("kernel '%s' argument %d (%s) = %p is not a device pointer: it lies in %s, "
@@ -200,12 +205,14 @@ void launch_execute(const LaunchParams& p, void (*invoke)(void*), void* state) {
     }
   }
   count_launch();
+  global_race_begin(L);  // clears the list of arguments in any case
   Pool& P = pool();
   if (static_cast<int>(P.threads.size()) != s.workers - 1) P.resize(s.workers - 1);
   if (s.workers <= 1 || L.nblocks == 1 || !P.usable())
     work(L);
   else
     P.run(L);
+  global_race_end();
   close_opened_host_views();
   check_launch_redzones(L.name, L.file, L.line);
   if (L.max_static.load()) record_static_smem(kernel_key(p), L.max_static.load());

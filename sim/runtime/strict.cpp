@@ -207,3 +207,70 @@ __attribute__((no_sanitize_undefined, noreturn)) void __ubsan_handle_type_mismat
   std::abort();
 }
 }
+
+// ---- the UBSan handler for -fsanitize=integer-divide-by-zero (simcc's flags for .cu files) ---
+// GCC calls it before an integer '/' or '%' whose divisor is zero (or, for signed types,
+// INT_MIN / -1, which x86 traps on too). In a kernel thread: a sticky cudaErrorLaunchFailure
+// naming the thread and line (a GPU computes garbage silently; the CPU would die of SIGFPE).
+namespace {
+struct UbsanOverflow {
+  UbsanLocation loc;
+  const UbsanType* type;
+};
+using UbsanDivHandler = void (*)(UbsanOverflow*, std::uintptr_t, std::uintptr_t);
+
+// The operand's value for the message: GCC passes integers up to the pointer width inline
+// (type info: bit 0 signed, log2 of the bit width above it).
+std::string int_text(const UbsanType* t, std::uintptr_t v) {
+  if (!t || t->kind != 0) return "?";
+  const unsigned bits = 1u << (t->info >> 1);
+  if (bits > 64) return "?";
+  const bool sgn = t->info & 1;
+  std::uint64_t u = v;
+  if (bits < 64) u &= (std::uint64_t(1) << bits) - 1;
+  if (sgn) {
+    std::int64_t x = bits < 64 && (u >> (bits - 1)) ? static_cast<std::int64_t>(u | ~((std::uint64_t(1) << bits) - 1))
+                                                   : static_cast<std::int64_t>(u);
+    return std::to_string(x);
+  }
+  return std::to_string(u);
+}
+
+__attribute__((no_sanitize_undefined)) void divrem(UbsanOverflow* d, std::uintptr_t lhs, std::uintptr_t rhs,
+                                                   const char* next_name) {
+  using namespace sim::detail;
+  Worker* w = tl_worker;
+  const std::string r = int_text(d->type, rhs);
+  const char* what = r == "0" ? "integer division or remainder by zero" : "integer division overflow";
+  if (on_kernel_fiber(w)) {
+    report_fault(cudaErrorLaunchFailure,  // does not return in FaultMode::Abort
+                 strf("%s at %s:%u:%u: %s / %s (type %s), thread %s of %s (a GPU computes "
+                      "garbage silently; cudaErrorLaunchFailure)",
+                      what, d->loc.file, d->loc.line, d->loc.column, int_text(d->type, lhs).c_str(),
+                      r.c_str(), type_text(d->type).c_str(), tid_str(w->ctx[w->cur]).c_str(),
+                      w->where().c_str()));
+    park_faulted(w);
+  }
+  if (auto next = reinterpret_cast<UbsanDivHandler>(dlsym(RTLD_NEXT, next_name))) {
+    next(d, lhs, rhs);
+    return;
+  }
+  std::fprintf(stderr, "sim: %s in host code at %s:%u:%u: %s / %s (type %s)\n", what, d->loc.file,
+               d->loc.line, d->loc.column, int_text(d->type, lhs).c_str(), r.c_str(),
+               type_text(d->type).c_str());
+  std::fflush(stderr);
+  std::abort();
+}
+}  // namespace
+
+extern "C" {
+__attribute__((no_sanitize_undefined)) void __ubsan_handle_divrem_overflow(void* data, std::uintptr_t lhs,
+                                                                          std::uintptr_t rhs) {
+  divrem(static_cast<UbsanOverflow*>(data), lhs, rhs, "__ubsan_handle_divrem_overflow");
+}
+__attribute__((no_sanitize_undefined, noreturn)) void __ubsan_handle_divrem_overflow_abort(
+    void* data, std::uintptr_t lhs, std::uintptr_t rhs) {
+  divrem(static_cast<UbsanOverflow*>(data), lhs, rhs, "__ubsan_handle_divrem_overflow_abort");
+  std::abort();
+}
+}

@@ -132,6 +132,7 @@ unsigned long long Worker::warp_arrive(Site s, int kind, unsigned mask, unsigned
 
 void Worker::complete(int warp, const WarpGroup& g, int self) {
   ThreadCtx* b = &ctx[warp * 32];
+  arena.wstamp[warp] = ++arena.stamps;  // orders the lanes' shared accesses (racecheck)
   const unsigned mask = g.mask;
   const int kind = g.kind & 0xff;
   const bool sgn = (g.kind & 0x100) != 0;

@@ -152,9 +152,18 @@ inline unsigned __activemask() { return ::sim::detail::activemask(); }
 #define __match_all_sync(mask, v, pred) \
   ::sim::detail::warp_match(SIM_SITE_, ::sim::detail::kMatchAll, (mask), (v), (pred))
 
-inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+namespace sim::detail {
+void note_threadfence();  // the global race check's release point (runtime/checks.cpp)
+}
+inline void __threadfence() {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  ::sim::detail::note_threadfence();
+}
 inline void __threadfence_block() { std::atomic_thread_fence(std::memory_order_seq_cst); }
-inline void __threadfence_system() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+inline void __threadfence_system() {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  ::sim::detail::note_threadfence();
+}
 inline long long clock64() {
 #if defined(__x86_64__) || defined(__i386__)
   return static_cast<long long>(__builtin_ia32_rdtsc());
