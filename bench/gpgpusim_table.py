@@ -48,7 +48,7 @@ def step_table(log, out, home, label="--gemm 4"):
     step = []
     finished = False
     for (mangled, cyc), pretty in zip(kernels, names):
-        short = re.sub(r"\(.*", "", pretty).replace("void ", "")
+        short = re.sub(r"\(.*", "", pretty.replace("(anonymous namespace)::", "")).replace("void ", "")
         step.append((short, cyc))
         if "sgd_update" in short or (finished and "gemm" in short):
             break
