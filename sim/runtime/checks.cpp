@@ -495,6 +495,7 @@ struct GlobalRace {
   uint32_t snap;
   uint16_t wtid, rtid;      // linear thread index, 0xffff none
   uint8_t lastr, winferred;
+  uint8_t atomic;  // an atomic touched the word in this launch: its changes are no plain store
 };
 struct DevRec {
   uintptr_t lo;   // device view of byte 0
@@ -735,7 +736,10 @@ void global_race_word(Worker& w, DevRec& r, uintptr_t word, bool write, const vo
     g.wtid = g.rtid = kNoThread;
   }
   const Access wr{g.wblock, g.wtid, g.wgen, g.wws, g.wpc, g.wseq}, rd{g.rblock, g.rtid, g.rgen, g.rws, g.rpc, g.rseq};
-  if (g.lastr && now != g.snap && g.rtid != kNoThread) {
+  // A change that an atomic may have made (another worker's atomic can land between a plain
+  // read's record and the next check) is no evidence of a plain store: no inference on a word
+  // an atomic touched in this launch (its flag is set under the lock before the atomic runs).
+  if (g.lastr && !g.atomic && now != g.snap && g.rtid != kNoThread) {
     // The word changed since that read and no store was seen: the reader's own (the store of a
     // read-modify-write, which GCC checks only through its load).
     // The store came some time after the read: within one block it certainly races with the
@@ -769,7 +773,13 @@ void global_race_atomic(DevRec& r, uintptr_t a, size_t n) {
     if (word < r.lo || word + 4 > r.lo + r.size) continue;
     GlobalRace& g = r.race[(word - r.lo) >> 2];
     RaceLock lock(word);
-    if (g.launch == r.racing) g.lastr = 0;
+    if (g.launch != r.racing) {
+      g = GlobalRace{};
+      g.launch = r.racing;
+      g.wtid = g.rtid = kNoThread;
+    }
+    g.lastr = 0;
+    g.atomic = 1;
   }
 }
 
