@@ -216,12 +216,30 @@ Setup<T, Model> setup(const Config& cfg, const HostData& data) {
   return s;
 }
 
-// The GPU step the run takes (--fused), for the header.
-inline void print_step_line(std::FILE* out, const Config& cfg) {
-  std::fprintf(out, "step: %s\n", fused_in_use(cfg)
+// The GPU step the run takes (--fused) and whether it is replayed as CUDA Graphs, for the header.
+inline void print_step_line(std::FILE* out, const Config& cfg, bool graphs) {
+  std::fprintf(out, "step: %s%s\n", fused_in_use(cfg)
                ? "fused (4 kernels, the batch read from the resident images; loss and accuracy read at the "
                  "epoch's end; --fused off: the separate kernels)"
-               : "separate kernels (--fused off, or --gemm other than 4)");
+               : "separate kernels (--fused off, --gemm other than 4, or --strategy model)",
+               graphs ? ", replayed as CUDA Graphs (--no-graph: launched one by one)" : "");
+}
+
+// What the ranks exchange, for the header (nothing at one rank).
+template <class T, class Model>
+void print_communication_line(std::FILE* out, const Config& cfg, const Setup<T, Model>& s) {
+  if (s.shm)
+    std::fprintf(out, "communication: allreduce, node-shared: one copy of the weights in shared memory, "
+                 "each rank steps its columns of W1 from every rank's dZ1 and X (no W1 gradient is sent); "
+                 "[b1 | W2 | b2] all-reduced in place (--node-shared off: all-reduce everything)\n");
+  else if (comm::size() == 1)
+    std::fprintf(out, "communication: none (one rank)\n");
+  else
+    std::fprintf(out, "communication: %s, %s, MPI on %s memory\n", strategy_name(cfg.strategy),
+                 cfg.strategy == Strategy::Model ? "scores all-reduced per step"
+                 : cfg.overlap && !cfg.profile ? "layer-2 reduction overlapped with the dW1 GEMM"
+                                               : "no overlap",
+                 kOnHost<Model> ? "host (in place)" : cfg.mpi_device ? "device" : "pinned host");
 }
 
 template <class T, class Model>
@@ -265,18 +283,8 @@ void print_header(std::FILE* out, const Config& cfg, const HostData& data, const
                  comm::size(), hidden_slice(cfg.hidden, comm::size(), comm::size() - 1).H, s.slice.H);
   else
     std::fprintf(out, "MPI ranks: %d (batch slices of at most %d images on rank 0)\n", comm::size(), s.b_max);
-  if (s.shm)
-    std::fprintf(out, "communication: allreduce, node-shared: one copy of the weights in shared memory, "
-                 "each rank steps its columns of W1 from every rank's dZ1 and X (no W1 gradient is sent); "
-                 "[b1 | W2 | b2] all-reduced in place (--node-shared off: all-reduce everything)\n");
-  else
-    std::fprintf(out, "communication: %s, %s, MPI on %s memory%s\n", strategy_name(cfg.strategy),
-                 cfg.strategy == Strategy::Model ? "scores all-reduced per step"
-                 : cfg.overlap && !cfg.profile ? "layer-2 reduction overlapped with the dW1 GEMM"
-                                               : "no overlap",
-                 kOnHost<Model> ? "host (in place)" : cfg.mpi_device ? "device" : "pinned host",
-                 s.graphs ? ", CUDA Graphs" : "");
-  if (!kOnHost<Model> && cfg.strategy != Strategy::Model) print_step_line(out, cfg);
+  print_communication_line(out, cfg, s);
+  if (!kOnHost<Model>) print_step_line(out, cfg, s.graphs);
   for (const std::string& line : placement_lines(s.ranks)) std::fprintf(out, "%s\n", line.c_str());
   std::fflush(out);
   const std::string short_of_cores = threads_warning(s.ranks);
