@@ -400,6 +400,7 @@ help:
 	@echo "make test-build  sizes of src/ files and functions, Markdown links, GEMM registry agreement, the dependency graph, simultaneous launches"
 	@echo "make test-cli    bad input (every corrupt IDX class, bad options, bad checkpoints) and a killed rank, end to end"
 	@echo "make test-slurm  a local one-node Slurm cluster (root): submit slurm/*.sbatch, check COMPLETED"
+	@echo "make test-nsys   nsys.sh under Debian's Nsight Systems (root): 2 ranks, each rank's NVTX ranges and counts checked"
 	@echo "make test-multinode  2 simulated nodes (root; namespaces): mpirun and sbatch -N 2, device mapping, node faults, hung rank"
 	@echo "make sanitize-gpu  compute-sanitizer memcheck/racecheck/synccheck on the CUDA tests (GPU only)"
 	@echo "make gpgpusim      build GPGPU-Sim (pinned commit + tests/gpgpusim/gpgpu-sim.patch), cached in ~/.cache/nn-gpgpusim"
