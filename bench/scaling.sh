@@ -75,7 +75,7 @@ if [ -z "${NN_BIN:-}" ]; then
   fi
 fi
 [ -x "$NN_BIN" ] || nn_die "$NN_BIN not found (make cpu / make cuda, or set NN_BIN)"
-"$NN_BIN" --help 2>/dev/null | grep -q -- '--strategy' ||
+grep -q -- '--strategy' <<<"$("$NN_BIN" --help 2>/dev/null)" ||
   nn_die "$NN_BIN has no --strategy option (rebuild: make cpu / make cuda)"
 [ -e "$NN_DATA" ] || nn_die "$NN_DATA not found (make data, or set NN_DATA)"
 command -v "$PYTHON" >/dev/null 2>&1 || nn_die "$PYTHON not found (set PYTHON)"

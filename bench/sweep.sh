@@ -53,7 +53,7 @@ if [ ! -x "$NN_BIN" ]; then
   echo "error: $NN_BIN not found (make cpu, or set NN_BIN)" >&2
   exit 1
 fi
-if ! "$NN_BIN" --help 2>/dev/null | grep -q -- '--report'; then
+if ! grep -q -- '--report' <<<"$("$NN_BIN" --help 2>/dev/null)"; then
   echo "error: $NN_BIN has no --report option (rebuild: make cpu / make cuda)" >&2
   exit 1
 fi

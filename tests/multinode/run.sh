@@ -179,7 +179,10 @@ batch=${batch:-100}
 epochs=$(arg_of epochs "$@")
 epochs=${epochs:-10}
 has_node_shared=no
-"$NN_TRAIN" --help 2>&1 | grep -q -- '--node-shared' && has_node_shared=yes
+# The help read whole first: `grep -q` in a pipe stops reading at the match, and under pipefail
+# the trainer's SIGPIPE then fails the test (the longer the help, the likelier).
+train_help=$("$NN_TRAIN" --help 2>&1)
+grep -q -- '--node-shared' <<<"$train_help" && has_node_shared=yes
 for strategy in allreduce ps model; do
   for device in gpu cpu; do
     name=$strategy-$device
@@ -380,7 +383,7 @@ fi
 # ---- hung rank: SIGSTOP of a rank on node-b ------------------------------------------------------
 hung_log=$OUT/logs/hung.log
 has_timeout=no
-"$NN_TRAIN" --help 2>&1 | grep -q -- '--timeout' && has_timeout=yes
+grep -q -- '--timeout' <<<"$train_help" && has_timeout=yes
 hung_args=(--device cpu --epochs 1000 --train-size 2000 --test-size 500 --hidden 32 --print-every 5)
 [ "$has_timeout" = yes ] && hung_args+=(--timeout 3)
 timeout -k 5 "$(lim 200)" "$here/launch.sh" -np 4 "$NN_TRAIN" --data "$NN_DATA" "${hung_args[@]}" >"$hung_log" 2>&1 </dev/null &
