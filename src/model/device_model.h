@@ -112,6 +112,7 @@ class DeviceModel {
   void enable_fused(bool on);
   bool fused() const { return fused_; }
   void fused_step(std::size_t offset, int b, T inv_B, T reg, T lr);
+  void wait_step_before_last();  // after fused_step: at most one step of run-ahead (see the .cpp)
   bool stats_deferred() const { return fused_; }
   // The device's epoch sums start from these (a resumed epoch continues the saved sums, so it
   // adds the same numbers in the same order as an uninterrupted run).
@@ -182,6 +183,9 @@ class DeviceModel {
   // The fused step (enable_fused): layer2_fused's per-tile parts, the device's epoch counts
   // [hits, steps, first non-finite step] (the loss sum is loss_).
   bool fused_ = false;
+  Event ev_step_[2];  // the last two fused_steps' ends: the host runs at most one step ahead
+  int step_parity_ = 0;
+  bool step_pending_ = false;
   DeviceBuffer<T> parts_;
   DeviceBuffer<double> loss_parts_;
   DeviceBuffer<unsigned> hit_parts_, counts_;

@@ -109,6 +109,18 @@ void DeviceModel<T>::fused_step(std::size_t offset, int b, T inv_B, T reg, T lr)
   }
   ev_layer2_.record(stream_.get());
   ev_all_.record(stream_.get());
+  ev_step_[step_parity_].record(stream_.get());
+  step_parity_ ^= 1;
+}
+
+// The host waits for the step before the last one queued: the device always has the next step
+// queued (it never waits for the host), and the host, whose progress the step timeout watches
+// (src/train/watchdog.h), stays within one step of the device, also where an epoch takes longer
+// than --timeout (the emulator with large shapes, GPGPU-Sim's cycle models).
+template <class T>
+void DeviceModel<T>::wait_step_before_last() {
+  if (step_pending_) ev_step_[step_parity_].sync();
+  step_pending_ = true;
 }
 
 template <class T>
@@ -144,6 +156,7 @@ std::uint64_t DeviceModel<T>::kernels_issued() const {
   template void DeviceModel<T>::fused_dw1(int, T, T, bool);                                  \
   template void DeviceModel<T>::fused_step(std::size_t, int, T, T, T);                       \
   template void DeviceModel<T>::set_stats(double, std::uint64_t);                            \
+  template void DeviceModel<T>::wait_step_before_last();                                     \
   template unsigned DeviceModel<T>::first_nonfinite_step() const;                            \
   template std::uint64_t DeviceModel<T>::kernels_issued() const;
 NN_FUSED_MEMBERS(float)

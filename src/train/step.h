@@ -119,6 +119,7 @@ void compute_step(Run<T, Model>& R, std::size_t k) {
     // A lone rank's fused step: the update happens inside it (no gradient, no sgd_step).
     if constexpr (HasFusedStep<Model>) model.fused_step(pt.offset, b, inv_B, R.reg, R.lr);
     R.queue_s += since(t_queue);
+    if constexpr (HasFusedStep<Model>) model.wait_step_before_last();
     boundary(R, false);
     R.timer.mark(Mark::Step);
     return;
