@@ -162,6 +162,13 @@ $(CUDA_DIR)/obj/src/model/cpu_model.o: CUDA_CXXFLAGS += $(CPU_MODEL_OMP)
 $(CUDA_DIR)/obj/%.o: %.cu | setup
 	@mkdir -p $(dir $@)
 	$(call step,NVCC,cuda,$<)$(NVCC) $(NVCCFLAGS) -c $< -o $@
+# TF32 tensor-core code (GEMM variant 5 and its test) is built as machine code (SASS) only, no
+# PTX: GPGPU-Sim parses every PTX of a binary at start and knows no TF32 wmma or cvt, so one
+# such PTX would stop it for every kernel (tests/gpgpusim/README.md). A GPU newer than
+# CUDA_ARCH then needs a build with its own CUDA_ARCH for variant 5.
+CUDA_SASS_ONLY := $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a))
+$(CUDA_DIR)/obj/kernels/gemm/5_tf32x3.o $(CUDA_DIR)/obj/tests/kernels/test_gemm_tf32x3.o: \
+  NVCCFLAGS := $(filter-out $(CUDA_GENCODE),$(NVCCFLAGS)) $(CUDA_SASS_ONLY)
 
 $(CUDA_LIB): $(CUDA_HOST_OBJ) $(CUDA_KERN_OBJ)
 	$(call step,AR,cuda,$(notdir $@))rm -f $@ && ar rcs $@ $^

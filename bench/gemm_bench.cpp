@@ -13,6 +13,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "common/device_buffer.h"
@@ -31,7 +32,7 @@ struct Shape {
 };
 
 struct Options {
-  bool quick = false, configs = false, big = true, dbl = false;
+  bool quick = false, configs = false, big = true, dbl = false, tf32 = false;
   int repeats = 0;  // 0: 20 on a GPU, 1 in the emulator
   int hidden = 0, batch = 0;  // 0: 512 and 3000 (--quick: 128 and 384)
   std::vector<int> variants;
@@ -45,6 +46,7 @@ struct Kernel {
   int variant, cfg;  // cfg < 0: nn::gemm(variant, ...)
   std::string name;
   int splits = 0;    // with cfg >= 0: k-slices (0: the plan's heuristic)
+  int products = 0;  // variant 5 through gemm_tf32_with (1 plain TF32, 3 compensated; cfg -1 = plan)
 };
 
 #ifdef SIM_EMULATOR
@@ -61,7 +63,7 @@ bool cublas_is_baseline() { return !kEmulator && nn::gemm_variant_available(0); 
   std::fprintf(stderr,
                "usage: %s [--quick] [--variants N,N,...] [--repeats N] [--csv FILE] [--configs]\n"
                "          [--splits N,N,...] [--only PREFIX,...] [--hidden H] [--batch B] [--no-big]\n"
-               "          [--double] [--list]\n"
+               "          [--tf32] [--double] [--list]\n"
                "  --variants  the variants to run (default: every available one, 0..%d)\n"
                "  --quick     smaller B and H (for the emulator: the whole run takes < 2 minutes)\n"
                "  --configs   also time each tile configuration of variant 4 (warptile:BMxBN)\n"
@@ -70,6 +72,8 @@ bool cublas_is_baseline() { return !kEmulator && nn::gemm_variant_available(0); 
                "  --only      only the shapes whose name starts with one of these prefixes (e.g. dW1,dW2)\n"
                "  --hidden, --batch  the network's H and the global batch B (default 512 and 3000)\n"
                "  --no-big    skip the 4096^3 shape (only run on a GPU anyway)\n"
+               "  --tf32      also variant 5 (float) at each tile configuration (tf32x3:BMxBN) and as\n"
+               "              plain one-product TF32 (tf32x1, for comparison; not FP32-accurate)\n"
                "  --double    benchmark double instead of float\n"
                "  --list      print the variants it runs by default, one 'NUMBER NAME' a line, and exit\n",
                argv0, nn::kGemmVariants - 1);
@@ -88,6 +92,7 @@ Options parse(int argc, char** argv) {
     };
     if (a == "--quick") o.quick = true;
     else if (a == "--configs") o.configs = true;
+    else if (a == "--tf32") o.tf32 = true;
     else if (a == "--no-big") o.big = false;
     else if (a == "--double") o.dbl = true;
     else if (a == "--csv") o.csv = value();
@@ -204,7 +209,7 @@ struct Operands {
 // The double-precision reference at sampled entries (pts) with its error bound.
 struct Samples {
   std::vector<std::pair<int, int>> pts;
-  std::vector<double> ref, bound;
+  std::vector<double> ref, bound, mag;  // mag: sum |a_ik b_kj| (+ |bias|), the error's scale
 };
 
 // Reference at sampled entries (all four corners included): K multiply-adds each, so the
@@ -234,6 +239,7 @@ Samples sample_reference(const Shape& s, const Operands<T>& o, std::mt19937& rng
     if (s.ep == Epilogue::BiasSigmoid) sum = 1 / (1 + std::exp(-sum)), bd += 8 * eps;
     r.ref.push_back(sum);
     r.bound.push_back(bd);
+    r.mag.push_back(mag);
   }
   return r;
 }
@@ -269,6 +275,8 @@ struct Bench {
   }
 
   void run_kernel(const Kernel& k, const nn::GemmArgs<T>& a) {
+    if constexpr (std::is_same_v<T, float>)
+      if (k.products) return nn::gemm_tuning::gemm_tf32_with(k.cfg, k.products, a);
     if (k.cfg < 0) nn::gemm(k.variant, a);
     else nn::gemm_tuning::gemm_warptile_with_config(k.cfg, k.splits, a);
   }
@@ -313,9 +321,11 @@ struct Bench {
       std::vector<T> hD(std::size_t(s.M) * s.N);
       o.D.download(hD.data(), hD.size());
       int bad = 0;
+      double relerr = 0;  // max over the samples of |got - ref| / sum |a_ik b_kj|
       for (std::size_t n = 0; n < smp.pts.size(); ++n) {
         const double got = hD[smp.pts[n].first + std::size_t(smp.pts[n].second) * s.M];
         if (!(std::fabs(got - smp.ref[n]) <= smp.bound[n])) ++bad;
+        if (smp.mag[n] > 0) relerr = std::max(relerr, std::fabs(got - smp.ref[n]) / smp.mag[n]);
       }
       if (bad) {
         ++mismatches;
@@ -328,11 +338,11 @@ struct Bench {
       const double gf = 2.0 * s.M * s.N * double(s.K) * 1e-9 / (ms * 1e-3);
       char ratio[32] = "";
       if (base_ms > 0) std::snprintf(ratio, sizeof ratio, "%.3f", base_ms / ms);
-      std::printf(" %10.4f %10.2f %8s\n", ms, gf, base_ms > 0 ? ratio : "-");
+      std::printf(" %10.4f %10.2f %8s %9.2e\n", ms, gf, base_ms > 0 ? ratio : "-", relerr);
       if (csv)
-        std::fprintf(csv, "%s,%s,%s,%d,%d,%d,%s,%s,%d,%s,%.6f,%.4f,%s\n", device.c_str(),
+        std::fprintf(csv, "%s,%s,%s,%d,%d,%d,%s,%s,%d,%s,%.6f,%.4f,%s,%.3e\n", device.c_str(),
                      today().c_str(), s.name.c_str(), s.M, s.N, s.K, s.opA == Op::N ? "N" : "T",
-                     s.opB == Op::N ? "N" : "T", k.variant, k.name.c_str(), ms, gf, ratio);
+                     s.opB == Op::N ? "N" : "T", k.variant, k.name.c_str(), ms, gf, ratio, relerr);
     } catch (const std::exception& e) {
       ++mismatches;
       std::printf("  ERROR: %s\n", e.what());
@@ -357,10 +367,15 @@ struct Bench {
         if (opt.splits.empty()) kernels.push_back({4, c, name});
         for (int sp : opt.splits) kernels.push_back({4, c, name + "/s" + std::to_string(sp), sp});
       }
+    if (opt.tf32 && std::is_same_v<T, float> && nn::gemm_variant_available(5)) {
+      for (int c = 0; c < nn::gemm_tuning::kTf32Configs; ++c)
+        kernels.push_back({5, c, std::string("tf32x3:") + nn::gemm_tuning::tf32_config_name(c), 0, 3});
+      kernels.push_back({5, -1, "tf32x1 (plain TF32)", 0, 1});
+    }
     if (!opt.csv.empty()) {
       csv = std::fopen(opt.csv.c_str(), "w");
       if (!csv) throw std::runtime_error("cannot write " + opt.csv);
-      std::fprintf(csv, "device,date,shape,M,N,K,opA,opB,variant,name,ms,gflops,ratio\n");
+      std::fprintf(csv, "device,date,shape,M,N,K,opA,opB,variant,name,ms,gflops,ratio,relerr\n");
     }
     std::printf("GEMM bench, %s, device: %s%s\n", sizeof(T) == 4 ? "float" : "double", device.c_str(),
                 kEmulator ? " (SIMT CPU emulator: CPU wall time, NOT GPU performance)" : "");
@@ -374,8 +389,9 @@ struct Bench {
                 cublas_is_baseline() ? "cuBLAS (variant 0)"
                 : kEmulator ? "naive (variant 1); cublas is the emulated cuBLAS, OpenBLAS on the host"
                             : "naive (variant 1)");
-    std::printf("%-14s %5s %5s %5s  %s  %-22s %10s %10s %8s\n", "shape", "M", "N", "K", "op",
-                "variant", "ms", "GFLOP/s", "ratio");
+    std::printf("%-14s %5s %5s %5s  %s  %-22s %10s %10s %8s %9s\n", "shape", "M", "N", "K", "op",
+                "variant", "ms", "GFLOP/s", "ratio", "relerr");
+    std::printf("relerr: max over the checked entries of |D - D64| / sum_k |a_ik b_kj| (D64: float64 on the host)\n");
     for (const Shape& s : shapes(opt)) {
       if (opt.configs || std::find(opt.variants.begin(), opt.variants.end(), 4) != opt.variants.end()) {
         const auto p = nn::gemm_tuning::warptile_plan(s.M, s.N, s.K);

@@ -42,6 +42,8 @@ std::string gemm_variants_help() {
 
 int gemm_default_variant() { return 4; }
 
+bool gemm_has_fused_extras(int v) { return v == 4 || v == 5; }
+
 namespace gemm_detail {
 
 template <class T>
@@ -83,9 +85,9 @@ void gemm(int variant, const GemmArgs<T>& args, cudaStream_t s) {
   if (!kLaunchers<T>[variant])
     bad("variant " + std::to_string(variant) + " (" + gemm_variant_name(variant) + ") is retired");
   gemm_detail::validate(args);
-  if (variant != 4 && (args.B_u8 || args.epilogue == Epilogue::Step))
+  if (!gemm_has_fused_extras(variant) && (args.B_u8 || args.epilogue == Epilogue::Step))
     bad(std::string("variant ") + std::to_string(variant) + " (" + gemm_variant_name(variant) +
-        ") has no gathered uint8 B and no step epilogue (variant 4 has both)");
+        ") has no gathered uint8 B and no step epilogue (variants 4 and 5 have both)");
   GemmArgs<T> a = args;
   // BLAS semantics: C is not read at all (but the step epilogue reads the weights).
   if (a.beta == T(0) && a.epilogue != Epilogue::Step) a.C = nullptr;
@@ -118,6 +120,16 @@ void gemm_warptile_with_config(int cfg, int splits, const GemmArgs<T>& args, cud
   GemmArgs<T> a = args;
   if (a.beta == T(0) && a.epilogue != Epilogue::Step) a.C = nullptr;
   gemm_detail::warptile_run(a, s, cfg, splits);
+}
+
+void gemm_tf32_with(int cfg, int products, const GemmArgs<float>& args, cudaStream_t s) {
+  if (cfg < -1 || cfg >= kTf32Configs) bad("unknown tf32 config " + std::to_string(cfg));
+  if (products != 1 && products != 3) bad("tf32 products must be 1 or 3, got " + std::to_string(products));
+  gemm_detail::validate(args);
+  GemmArgs<float> a = args;
+  if (a.beta == 0.0f && a.epilogue != Epilogue::Step) a.C = nullptr;
+  if (a.N > gemm_detail::kMaxColumnsPerLaunch) bad("gemm_tf32_with: N above kMaxColumnsPerLaunch");
+  gemm_detail::tf32_run(a, s, cfg, products);
 }
 }  // namespace gemm_tuning
 

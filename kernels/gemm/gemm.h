@@ -18,7 +18,7 @@ namespace nn {
 
 enum class Op { N, T };
 // Fused after v = alpha*op(A)op(B) + beta*C: Bias / BiasSigmoid: D(i,j) = v + bias[i], then the
-// optional sigmoid. Step (variant 4 only; the fused training step's dW1 GEMM): v is a gradient,
+// optional sigmoid. Step (variants 4 and 5 only; the fused training step's dW1 GEMM): v is a gradient,
 // C the weights it belongs to, and D(i,j) = C(i,j) - step_lr * v (C == D: the SGD step in place,
 // the same two roundings as gemm + ops sgd_update; C is read even when beta == 0).
 enum class Epilogue { None, Bias, BiasSigmoid, Step };
@@ -32,7 +32,7 @@ struct GemmArgs {
   T* D = nullptr; int ldd = 0;
   Epilogue epilogue = Epilogue::None; const T* bias = nullptr;  // bias has M entries
   T step_lr = 0;  // Epilogue::Step's learning rate
-  // Variant 4 only (the fused step: the batch read straight from the resident images): when
+  // Variants 4 and 5 only (the fused step: the batch read straight from the resident images): when
   // B_u8 is set, B is not read; the stored B (ldb rows per column) is uint8 columns gathered
   // through B_cols, B(p, j) = B_u8[p + B_cols[j] * ldb] / 255 (a true division, as
   // ops gather_normalize), so no normalised copy of the batch is ever written.
@@ -72,6 +72,8 @@ std::string gemm_variants_help();
 template <class T>
 void gemm(int variant, const GemmArgs<T>& a, cudaStream_t s = 0);
 int gemm_default_variant();  // the best of ours: 4
+// Variants with the fused step's gathered uint8 B and step epilogue: 4 and 5.
+bool gemm_has_fused_extras(int v);
 // Frees the split-K scratch that variant 4 caches per stream and destroys variant 0's cuBLAS
 // handle. Call it before cudaDeviceReset, which frees device memory behind their backs (a
 // handle used after a reset fails on a GPU, and the emulator refuses it); errors are
@@ -91,6 +93,11 @@ WarptilePlan warptile_plan(int M, int N, int K);  // what gemm(4, ...) runs on t
 // order, so the result is deterministic); splits == 0 lets the heuristic choose.
 template <class T>
 void gemm_warptile_with_config(int cfg, int splits, const GemmArgs<T>& a, cudaStream_t s = 0);
+// Variant 5 (float only): tile configuration cfg (-1: chosen per shape, tf32_plan) and products
+// 3 (the TF32 compensation, what gemm(5, ...) runs) or 1 (plain TF32, for comparison only).
+constexpr int kTf32Configs = 3;
+const char* tf32_config_name(int cfg);  // "128x128", "64x64", "32x32" (BM x BN)
+void gemm_tf32_with(int cfg, int products, const GemmArgs<float>& a, cudaStream_t s = 0);
 }  // namespace gemm_tuning
 
 // ---------------------------------------------------------------------------------------
@@ -115,6 +122,9 @@ void release_cublas_handle();
 // Variant 4 with a forced tile configuration: cfg < 0: chosen per shape; splits == 0: chosen
 // per shape (see 4_warptile_plan.cu). gemm_warptile(a, s) is warptile_run(a, s, -1, 0).
 template <class T> void warptile_run(const GemmArgs<T>& a, cudaStream_t s, int cfg, int splits);
+// Variant 5 with a forced configuration (cfg < 0: tf32_plan) and 1 or 3 products.
+void tf32_run(const GemmArgs<float>& a, cudaStream_t s, int cfg, int products);
+int tf32_plan(int M, int N);  // the configuration gemm(5, ...) runs at M x N
 
 // Calls f.template operator()<opA, opB>() (f is a C++20 template lambda): each variant's
 // kernels are templated on the two ops, so the loops that decide coalescing are resolved at

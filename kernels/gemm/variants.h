@@ -23,5 +23,6 @@
   X(2, tiled,    live, "tiled")                                \
   X(3, regblock, live, "regblock")                             \
   X(4, warptile, live, "warptile")                             \
+  X(5, tf32x3,   live, "tf32x3 (tensor cores, 3xTF32; float)")  \
   /* new rows go above this line */
 // clang-format on

@@ -170,7 +170,7 @@ const Spec kSpecs[] = {
      else if (c.graph == Graphs::Off) c.graph = Graphs::Auto;
    }},
   {"fused", "M", "--device gpu: the step as four fused kernels, the batch read from the resident "
-   "images, the loss kept on the device until the epoch ends; auto (with --gemm 4, data parallel) | "
+   "images, the loss kept on the device until the epoch ends; auto (with --gemm 4 or 5, data parallel) | "
    "on (an error where it cannot) | off (the separate kernels, for comparison)",
    [](const Config& c) { return std::string(fused_name(c.fused)); },
    [](Config& c, const std::string& v) {

@@ -16,9 +16,9 @@ namespace nn::train {
 
 template <class T>
 void DeviceModel<T>::enable_fused(bool on) {
-  if (on && (lay_.H < 1 || lay_.C > kLayer2MaxClasses || variant_ != 4))
+  if (on && (lay_.H < 1 || lay_.C > kLayer2MaxClasses || !gemm_has_fused_extras(variant_)))
     throw std::invalid_argument("DeviceModel: the fused step needs H >= 1, at most " +
-                                std::to_string(kLayer2MaxClasses) + " classes and GEMM variant 4 (got H " +
+                                std::to_string(kLayer2MaxClasses) + " classes and GEMM variant 4 or 5 (got H " +
                                 std::to_string(lay_.H) + ", C " + std::to_string(lay_.C) + ", variant " +
                                 std::to_string(variant_) + ")");
   if (on && parts_.size() == 0) {

@@ -1,6 +1,8 @@
 // The names of the Config enums (config.h), as the options and the output spell them.
 #include "train/config.h"
 
+#include "gemm/gemm.h"
+
 namespace nn::train {
 
 const char* device_name(Device d) { return d == Device::Cpu ? "cpu" : "gpu"; }
@@ -47,7 +49,7 @@ bool graphs_in_use(const Config& cfg, bool on_simulator) {
 }
 
 bool fused_in_use(const Config& cfg) {
-  return cfg.fused != Fused::Off && cfg.device == Device::Gpu && cfg.gemm == 4 && cfg.strategy != Strategy::Model;
+  return cfg.fused != Fused::Off && cfg.device == Device::Gpu && gemm_has_fused_extras(cfg.gemm) && cfg.strategy != Strategy::Model;
 }
 
 }  // namespace nn::train

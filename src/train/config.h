@@ -29,7 +29,7 @@ enum class NodeShared { Auto, On, Off };
 const char* node_shared_name(NodeShared m);
 
 // --fused: the GPU step as four kernels, the batch read straight from the resident images
-// (device_model.h). Auto: wherever it runs (--device gpu, --gemm 4, data parallel); On: the
+// (device_model.h). Auto: wherever it runs (--device gpu, --gemm 4 or 5, data parallel); On: the
 // same, but an error elsewhere; Off: the twelve-kernel step of the separate kernels (the
 // reference path the fused one is measured against).
 enum class Fused { Auto, On, Off };

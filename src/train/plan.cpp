@@ -41,8 +41,8 @@ void validate(const Config& cfg) {
   if (cfg.device == Device::Cpu && cfg.graph == Graphs::On) bad("--graph (CUDA Graphs) is for --device gpu");
   if (cfg.fused == Fused::On && cfg.device == Device::Cpu)
     bad("--fused on is for --device gpu (--device cpu always runs its own fused layer-2 pass)");
-  if (cfg.fused == Fused::On && cfg.gemm != 4)
-    bad("--fused on needs --gemm 4 (the GEMM that reads the images itself); --fused off runs --gemm " +
+  if (cfg.fused == Fused::On && !gemm_has_fused_extras(cfg.gemm))
+    bad("--fused on needs --gemm 4 or 5 (the GEMMs that read the images themselves); --fused off runs --gemm " +
         std::to_string(cfg.gemm));
   if (cfg.fused == Fused::On && cfg.strategy == Strategy::Model)
     bad("--fused on works with --strategy allreduce or ps, not model");

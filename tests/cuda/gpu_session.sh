@@ -100,6 +100,11 @@ step() {
 summarise() {
   local f=$LOGS/$1.log
   case $1 in
+    tf32_tests) { grep -E '^\[  (PASSED|FAILED)  \]|tests? ran' "$f" | tr '\n' ' ' | cut -c1-160; } ;;
+    tf32_gemm*) { echo "$(grep -ciE 'mismatch|error' "$f") failed rows; 4096: $(grep -E '^square4096' "$f" | awk '{printf "%s %s ", $6, $9}')" | cut -c1-200; } ;;
+    tf32_jax*) { grep -E '^(epoch_seconds|startup_seconds|error)' "$f" | tr '\n' ' ' | cut -c1-200; } ;;
+    tf32_sanitize*) { grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^\[  (PASSED|FAILED)' "$f" | sort | uniq -c | tr '\n' ' ' | cut -c1-200; } ;;
+    tf32_*) { grep -iE 'test (precision|accuracy)|verif|max.*diff|s/epoch|^step:' "$f" | tail -3 | tr '\n' ' ' | cut -c1-200; } ;;
     tests_np*) { grep -E '^\[  (PASSED|FAILED)  \]|tests? ran|^tests: ' "$f" | tr '\n' ' ' | cut -c1-160; } ;;
     train_*) { grep -iE 'test (precision|accuracy)|verif|max.*diff|s/epoch|epoch [0-9]+' "$f" | tail -3 | tr '\n' ' ' | cut -c1-200; } ;;
     gemm_bench|gemm_splits*) { grep -ciE 'fail|mismatch' "$f" | sed 's/^/lines with fail|mismatch: /'; } ;;
@@ -113,6 +118,34 @@ summarise() {
 }
 
 TRAIN=(--data data/current --hidden 256 --batch 100 --lr 0.5 --reg 1e-4)
+CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1)
+# 0. GEMM variant 5 (tensor cores at FP32 accuracy, 3xTF32; issue 39), first: its tests (the
+#    TF32 rounding against the hardware, accuracy against float64 beside variant 4 and plain
+#    TF32, every op/epilogue case, the gathered B and the step epilogue); the GEMM lab against
+#    cuBLAS at the trainer's two big shapes (H 1024, B 3000) and 4096^3, every tile
+#    configuration and plain TF32, with each row's largest error; at H 256, B 100 too;
+#    --verify with --gemm 5 at 1 and 2 ranks; 1024:3000 timed with --gemm 5 and 4 and JAX's
+#    scan (precision HIGHEST) in the same call; compute-sanitizer's four tools on its tests.
+TF32_TESTS='Tf32*:AllVariants/GemmVariant.*/tf32x3:GemmGather.*Tf32*'
+step tf32_tests 60 "${ONE[@]}" "$BIN/nn_tests" --gtest_filter="$TF32_TESTS"
+step tf32_gemm_1024_3000 90 "${KITENV[@]}" "$BIN/gemm_bench" --variants 0,4,5 --tf32 --hidden 1024 --batch 3000 \
+  --repeats 20 --csv "$LOGS/gemm_tf32_1024_3000.csv"
+step tf32_gemm_256_100 45 "${KITENV[@]}" "$BIN/gemm_bench" --variants 0,4,5 --tf32 --hidden 256 --batch 100 \
+  --no-big --repeats 20 --csv "$LOGS/gemm_tf32_256_100.csv"
+step tf32_verify_np1 60 "${ONE[@]}" "$BIN/nn_train" "${TRAIN[@]}" --gemm 5 --epochs 1 --verify
+step tf32_verify_np2 60 "${TWO[@]}" "$BIN/nn_train" "${TRAIN[@]}" --gemm 5 --epochs 1 --verify
+step tf32_verify4_np1 60 "${ONE[@]}" "$BIN/nn_train" "${TRAIN[@]}" --gemm 4 --epochs 1 --verify
+T3=(--data data/current --hidden 1024 --batch 3000 --lr 0.5 --reg 1e-4 --epochs 5)
+step tf32_train5_1024_3000 45 "${ONE[@]}" "$BIN/nn_train" "${T3[@]}" --gemm 5 --metrics "$LOGS/tf32_train5.csv"
+step tf32_train4_1024_3000 45 "${ONE[@]}" "$BIN/nn_train" "${T3[@]}" --gemm 4 --metrics "$LOGS/tf32_train4.csv"
+step tf32_jax_scan_1024_3000 60 "$PY" bench/peer_jax.py "${T3[@]}" --device gpu --mode scan
+step tf32_train5b_1024_3000 45 "${ONE[@]}" "$BIN/nn_train" "${T3[@]}" --gemm 5 --metrics "$LOGS/tf32_train5b.csv"
+if [ -n "$CS" ]; then
+  for tool in memcheck racecheck initcheck synccheck; do
+    step "tf32_sanitize_$tool" 60 "${ONE[@]}" "$CS" --tool "$tool" --error-exitcode 99 --print-limit 20 \
+      "$BIN/nn_tests" --gtest_filter="$TF32_TESTS"
+  done
+fi
 # 1. The gtest suite on the GPU, one rank (every kernel test, the trainer's GPU paths).
 step tests_np1 150 "${ONE[@]}" "$BIN/nn_tests"
 # 2. Training on the GPU, replayed on the CPU reference (--verify), and timed.
@@ -187,7 +220,6 @@ step train_model_np2 45 "${TWO[@]}" "$BIN/nn_train" "${TRAIN[@]}" --epochs 1 --s
 #    purpose, so those are not counted: --report-api-errors no); racecheck, initcheck and
 #    synccheck on the kernel, GEMM and training tests (racecheck on the whole suite takes over
 #    2 minutes on an H200).
-CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1)
 if [ -n "$CS" ]; then
   KERNEL_TESTS='AllVariants/*:Gemm*:Ops*:Train*'
   step sanitize_memcheck 120 "${ONE[@]}" "$CS" --tool memcheck --error-exitcode 99 --report-api-errors no --print-limit 20 "$BIN/nn_tests"

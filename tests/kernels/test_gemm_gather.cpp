@@ -1,8 +1,9 @@
-// GEMM variant 4's fused-step features (kernels/gemm/gemm.h): B gathered from uint8 columns
+// GEMM variants 4's and 5's fused-step features (kernels/gemm/gemm.h): B gathered from uint8 columns
 // and normalised on load, and the SGD step epilogue. Each is checked bit for bit against the
 // unfused computation it replaces (ops gather_normalize + the same GEMM on the normalised
 // copy; the GEMM's gradient + ops sgd_update), for every tile configuration and split-K, under
-// every emulator schedule; and bad arguments are refused. Part of nn_tests.
+// every emulator schedule (variant 5: every tile configuration, float); and bad arguments are
+// refused. Part of nn_tests.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -130,7 +131,7 @@ void gathered_equals_copy(int swept) {
 // W -= lr * (dZ X^T + reg W) in the epilogue, in place, equals the gradient GEMM followed by
 // ops sgd_update, bit for bit (the same two roundings), with reg and without.
 template <class T>
-void step_epilogue_equals_two_passes() {
+void step_epilogue_equals_two_passes(int variant = 4) {
   const T lr = T(0.3);
   for (const Shape& sh : kShapes)
     for (const T reg : {T(0), T(0.02)}) {
@@ -143,7 +144,7 @@ void step_epilogue_equals_two_passes() {
         w_two.upload(w0.data(), w0.size());
         GemmArgs<T> ga = p.grad(g.get(), true, reg);
         if (reg != T(0)) ga.C = w_two.get();
-        nn::gemm(4, ga);
+        nn::gemm(variant, ga);
         nn::sgd_update<T>(w_two.get(), g.get(), w0.size(), lr, T(0));
         // One pass, in place.
         p.W.upload(w0.data(), w0.size());
@@ -151,7 +152,7 @@ void step_epilogue_equals_two_passes() {
         gs.epilogue = Epilogue::Step;
         gs.step_lr = lr;
         gs.C = p.W.get(); gs.ldc = sh.H;
-        nn::gemm(4, gs);
+        nn::gemm(variant, gs);
         EXPECT_TRUE(same_bits(host_of(p.W), host_of(w_two)));
       });
     }
@@ -162,12 +163,36 @@ TEST(GemmGather, GatheredBEqualsTheNormalisedCopyDouble) { gathered_equals_copy<
 TEST(GemmGather, StepEpilogueEqualsGradientThenSgdFloat) { step_epilogue_equals_two_passes<float>(); }
 TEST(GemmGather, StepEpilogueEqualsGradientThenSgdDouble) { step_epilogue_equals_two_passes<double>(); }
 
+// Variant 5 (tensor cores, 3xTF32): every tile configuration on two shapes, then the plan.
+TEST(GemmGather, GatheredBEqualsTheNormalisedCopyTf32x3) {
+  for (int i = 0; i < 2; ++i) {
+    const Shape sh = kShapes[i + 1];
+    SCOPED_TRACE("D " + std::to_string(sh.D) + " b " + std::to_string(sh.b) + " H " + std::to_string(sh.H));
+    const Batch<float> p(sh.D, sh.b, sh.H, 40, 5u + unsigned(sh.D + sh.b));
+    nn::DeviceBuffer<float> a(std::size_t(sh.H) * sh.b), c(std::size_t(sh.H) * sh.b);
+    nn::DeviceBuffer<float> ga(std::size_t(sh.H) * sh.D), gc(std::size_t(sh.H) * sh.D);
+    for (int cfg = -1; cfg < nn::gemm_tuning::kTf32Configs; ++cfg) {
+      SCOPED_TRACE("tf32 config " + std::to_string(cfg));
+      nn::gemm_tuning::gemm_tf32_with(cfg, 3, p.forward(c.get(), false));
+      nn::gemm_tuning::gemm_tf32_with(cfg, 3, p.forward(a.get(), true));
+      EXPECT_TRUE(same_bits(host_of(a), host_of(c))) << "forward GEMM, gathered != copy";
+      nn::gemm_tuning::gemm_tf32_with(cfg, 3, p.grad(gc.get(), false, 0.01f));
+      nn::gemm_tuning::gemm_tf32_with(cfg, 3, p.grad(ga.get(), true, 0.01f));
+      EXPECT_TRUE(same_bits(host_of(ga), host_of(gc))) << "gradient GEMM, gathered != copy";
+    }
+    nn::gemm(5, p.forward(c.get(), false));
+    nn::gemm(5, p.forward(a.get(), true));
+    EXPECT_TRUE(same_bits(host_of(a), host_of(c)));
+  }
+}
+TEST(GemmGather, StepEpilogueEqualsGradientThenSgdTf32x3) { step_epilogue_equals_two_passes<float>(5); }
+
 TEST(GemmGather, BadArgumentsAreRefused) {
   const Batch<float> p(64, 8, 16, 10, 3u);
   nn::DeviceBuffer<float> out(std::size_t(16) * 64);
   out.zero();  // the step epilogue below reads it as the weights
   GemmArgs<float> g = p.forward(out.get(), true);
-  EXPECT_THROW(nn::gemm(3, g), std::invalid_argument);  // only variant 4 gathers
+  EXPECT_THROW(nn::gemm(3, g), std::invalid_argument);  // only variants 4 and 5 gather
   GemmArgs<float> no_cols = g;
   no_cols.B_cols = nullptr;
   EXPECT_THROW(nn::gemm(4, no_cols), std::invalid_argument);
@@ -180,7 +205,7 @@ TEST(GemmGather, BadArgumentsAreRefused) {
   EXPECT_THROW(nn::gemm(4, step), std::invalid_argument);  // no C to step
   step.C = out.get();
   step.ldc = 16;
-  EXPECT_THROW(nn::gemm(2, step), std::invalid_argument);  // only variant 4 steps
+  EXPECT_THROW(nn::gemm(2, step), std::invalid_argument);  // only variants 4 and 5 step
   EXPECT_NO_THROW(nn::gemm(4, step));
 }
 

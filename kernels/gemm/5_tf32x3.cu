@@ -1,0 +1,355 @@
+// GEMM variant 5: the tensor cores at FP32 accuracy. Each FP32 operand x is split into a TF32
+// "big" part, big = tf32(x), and a TF32 "small" remainder, small = tf32(x - big); the product
+// of two such pairs is taken as small_a*big_b + big_a*small_b + big_a*big_b (the small*small
+// term, about 2^-22 of the product, is dropped), three TF32 tensor-core products accumulated in
+// FP32. One product alone (kProducts = 1) is plain TF32, kept for comparison and never the
+// default. Tiles are staged through shared memory with the next k-tile's global loads in
+// flight (registers, double-buffered shared memory: one barrier per k-tile), the MMAs are
+// WMMA's m16n16k8 TF32 fragments, and the epilogue (bias, sigmoid, the fused step's SGD
+// update) goes through a per-warp 16x16 scratch in shared memory, since a WMMA fragment's
+// element-to-lane mapping is not specified.
+//
+// Every output element accumulates its k-steps of 8 in increasing k order in all three tile
+// configurations, so the configuration never changes a bit of the result. No split-K.
+// float only: double (no TF32) runs variant 4's kernel. Also the fused step's two extras
+// (gathered uint8 B, Epilogue::Step), as in variant 4. Run through nn::gemm(5, ...) and
+// gemm_tuning::gemm_tf32_with; tested by tests/kernels/test_gemm_tf32x3.cpp and every
+// AllVariants test; the emulator implements the WMMA subset used here (sim/include/mma.h).
+#include "gemm/gemm.h"
+
+#include <mma.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "common/check.h"
+#include "common/nvtx.h"
+#include "common/vector_access.h"
+#include "gemm/4_warptile.h"
+
+namespace nn::gemm_detail {
+
+namespace {
+
+namespace wmma = nvcuda::wmma;
+
+// Block tile BM x BN x BK, warp tile WM x WN (FM x FN fragments of 16x16).
+template <int BM_, int BN_, int BK_, int WM_, int WN_>
+struct TcShape {
+  static constexpr int BM = BM_, BN = BN_, BK = BK_, WM = WM_, WN = WN_;
+  static constexpr int FM = WM / 16, FN = WN / 16;
+  static constexpr int kWarpsM = BM / WM, kWarpsN = BN / WN;
+  static constexpr int kThreads = kWarpsM * kWarpsN * 32;
+  static_assert(WM % 16 == 0 && WN % 16 == 0 && BK % 8 == 0, "whole m16n16k8 fragments");
+  static_assert(BM % WM == 0 && BN % WN == 0, "warps tile the block");
+};
+template <int ID> struct TcCfg;
+template <> struct TcCfg<0> : TcShape<128, 128, 16, 64, 32> {};  // 8 warps: big problems
+template <> struct TcCfg<1> : TcShape<64, 64, 16, 32, 32> {};    // 4 warps
+template <> struct TcCfg<2> : TcShape<32, 32, 16, 16, 16> {};    // 4 warps: small problems
+constexpr int kTcConfigs = 3;
+constexpr int kTcTileM[kTcConfigs] = {128, 64, 32}, kTcTileN[kTcConfigs] = {128, 64, 32};
+
+enum TcVec { kTcVecA = 1, kTcVecB = 2, kTcVecD = 4 };
+
+// One operand tile in shared memory as S[o][c]: c runs along the dimension that is contiguous
+// in global memory (so global -> shared is a straight copy of 16-byte chunks), padded so that
+// a fragment load's 32 lanes hit 32 different banks (for an m16n8k8 TF32 fragment, lanes step
+// the row by lane/4 and the column by lane%4: a leading dimension of 8 mod 32 for the long
+// tiles, 20 for the 16-wide k tiles), rows staying 32-byte aligned for WMMA. Element
+// (c, o) of the operand is base(o)[c], base(o) = X + o*ld, or for the gathered batch
+// Xu8 + cols[o]*ld with the byte divided by 255 (as ops gather_normalize).
+template <int CL, int OL, int NT, bool kGather>
+struct Stage {
+  static constexpr int LD = CL + (CL % 32 == 0 ? 8 : 4);
+  static constexpr int kSize = OL * LD;
+  static constexpr int kChunks = CL * OL / (4 * NT);
+  static_assert(kChunks >= 1 && kChunks * 4 * NT == CL * OL, "tile must split evenly");
+  static_assert(kSize % 8 == 0, "each buffer keeps 32-byte alignment");
+  float reg[kChunks * 4];
+
+  __device__ __forceinline__ void load(const float* X, const std::uint8_t* Xu8, const std::uint32_t* cols,
+                                       int ld, int c0, int c_end, int o0, int o_end, bool vec, int tid) {
+#pragma unroll
+    for (int q = 0; q < kChunks; ++q) {
+      const int idx = tid + q * NT;
+      const int c = c0 + (idx % (CL / 4)) * 4, o = o0 + idx / (CL / 4);
+      float* d = reg + q * 4;
+      if (o >= o_end) {
+#pragma unroll
+        for (int v = 0; v < 4; ++v) d[v] = 0.0f;
+        continue;
+      }
+      const bool full = vec && c + 4 <= c_end;
+      if constexpr (kGather) {
+        const std::uint8_t* p = Xu8 + static_cast<std::size_t>(cols[o]) * ld + c;
+        if (full) {
+          const uchar4 u = __ldg(reinterpret_cast<const uchar4*>(p));
+          d[0] = float(u.x) / 255.0f; d[1] = float(u.y) / 255.0f; d[2] = float(u.z) / 255.0f; d[3] = float(u.w) / 255.0f;
+        } else {
+#pragma unroll
+          for (int v = 0; v < 4; ++v) d[v] = c + v < c_end ? float(p[v]) / 255.0f : 0.0f;
+        }
+      } else {
+        const float* p = X + static_cast<std::size_t>(o) * ld + c;
+        if (full) {
+          const float4 u = __ldg(reinterpret_cast<const float4*>(p));
+          d[0] = u.x; d[1] = u.y; d[2] = u.z; d[3] = u.w;
+        } else {
+#pragma unroll
+          for (int v = 0; v < 4; ++v) d[v] = c + v < c_end ? p[v] : 0.0f;
+        }
+      }
+    }
+  }
+
+  __device__ __forceinline__ void store(float* S, int tid) const {
+#pragma unroll
+    for (int q = 0; q < kChunks; ++q) {
+      const int idx = tid + q * NT;
+      const int c = (idx % (CL / 4)) * 4, o = idx / (CL / 4);
+      store_vector(reinterpret_cast<float4*>(S + o * LD + c),
+                   make_float4(reg[q * 4], reg[q * 4 + 1], reg[q * 4 + 2], reg[q * 4 + 3]));
+    }
+  }
+};
+
+// big = tf32(x) and small = tf32(x - big), element by element (the same for any lane mapping).
+template <class Frag>
+__device__ __forceinline__ void split(Frag& big, Frag& small) {
+#pragma unroll
+  for (int e = 0; e < Frag::num_elements; ++e) {
+    const float x = big.x[e];
+    const float hi = wmma::__float_to_tf32(x);
+    small.x[e] = wmma::__float_to_tf32(x - hi);
+    big.x[e] = hi;
+  }
+}
+template <class Frag>
+__device__ __forceinline__ void round_tf32(Frag& f) {
+#pragma unroll
+  for (int e = 0; e < Frag::num_elements; ++e) f.x[e] = wmma::__float_to_tf32(f.x[e]);
+}
+
+// D = epilogue(alpha * op(A) op(B) + beta * C) for one BM x BN tile per block. OA == N keeps
+// A's tile column-major in shared memory (m contiguous), OA == T row-major (k contiguous); B
+// likewise, so every global load is a straight copy. kGatherB: B is the gathered uint8 batch.
+template <class S, Op OA, Op OB, bool kGatherB, int kProducts>
+__global__ void __launch_bounds__(S::kThreads)
+gemm_tf32x3_kernel(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
+                   float beta, const float* C, int ldc, float* D, int ldd, Epilogue ep, const float* bias,
+                   int vec, const std::uint8_t* Bu8, const std::uint32_t* Bcols, float step_lr) {
+  static_assert(kProducts == 1 || kProducts == 3, "plain TF32 or the three-product compensation");
+  constexpr int BM = S::BM, BN = S::BN, BK = S::BK, NT = S::kThreads;
+  constexpr bool kAcol = OA == Op::N;  // A(m, k) at As[k][m]; else As[m][k]
+  constexpr bool kBcol = OB == Op::N;  // B(k, n) at Bs[n][k]; else Bs[k][n]
+  using SA = Stage<kAcol ? BM : BK, kAcol ? BK : BM, NT, false>;
+  using SB = Stage<kBcol ? BK : BN, kBcol ? BN : BK, NT, kGatherB>;
+  constexpr int kBuf = SA::kSize + SB::kSize;
+  constexpr int kWarps = NT / 32;
+  constexpr int kSmem = 2 * kBuf > kWarps * 256 ? 2 * kBuf : kWarps * 256;
+  __shared__ __align__(32) float smem[kSmem];
+
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int wm = warp % S::kWarpsM, wn = warp / S::kWarpsM;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
+  const bool vecA = vec & kTcVecA, vecB = vec & kTcVecB;
+
+  SA la;
+  SB lb;
+  const auto load = [&](int k0) {
+    if constexpr (kAcol) la.load(A, nullptr, nullptr, lda, m0, M, k0, K, vecA, tid);
+    else la.load(A, nullptr, nullptr, lda, k0, K, m0, M, vecA, tid);
+    if constexpr (kBcol) lb.load(B, Bu8, Bcols, ldb, k0, K, n0, N, vecB, tid);
+    else lb.load(B, Bu8, Bcols, ldb, n0, N, k0, K, vecB, tid);
+  };
+  load(0);
+  la.store(smem, tid);
+  lb.store(smem + SA::kSize, tid);
+  __syncthreads();
+
+  using LA = std::conditional_t<kAcol, wmma::col_major, wmma::row_major>;
+  using LB = std::conditional_t<kBcol, wmma::col_major, wmma::row_major>;
+  using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, LA>;
+  using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, LB>;
+  wmma::fragment<wmma::accumulator, 16, 16, 8, float> acc[S::FM][S::FN];
+#pragma unroll
+  for (int i = 0; i < S::FM; ++i)
+#pragma unroll
+    for (int j = 0; j < S::FN; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
+
+  const int ntiles = (K + BK - 1) / BK;
+  for (int t = 0; t < ntiles; ++t) {
+    const float* As = smem + (t & 1) * kBuf;
+    const float* Bs = As + SA::kSize;
+    // Tile t+1's global loads are in flight while tile t is multiplied (past the end they are
+    // all out of range: zeros, no memory traffic).
+    load((t + 1) * BK);
+#pragma unroll
+    for (int kk = 0; kk < BK; kk += 8) {
+      FragA a_big[S::FM], a_small[S::FM];
+      FragB b_big[S::FN], b_small[S::FN];
+#pragma unroll
+      for (int i = 0; i < S::FM; ++i) {
+        const int m = wm * S::WM + i * 16;
+        wmma::load_matrix_sync(a_big[i], kAcol ? As + kk * SA::LD + m : As + m * SA::LD + kk, SA::LD);
+        if constexpr (kProducts == 3) split(a_big[i], a_small[i]);
+        else round_tf32(a_big[i]);
+      }
+#pragma unroll
+      for (int j = 0; j < S::FN; ++j) {
+        const int n = wn * S::WN + j * 16;
+        wmma::load_matrix_sync(b_big[j], kBcol ? Bs + n * SB::LD + kk : Bs + kk * SB::LD + n, SB::LD);
+        if constexpr (kProducts == 3) split(b_big[j], b_small[j]);
+        else round_tf32(b_big[j]);
+      }
+#pragma unroll
+      for (int i = 0; i < S::FM; ++i)
+#pragma unroll
+        for (int j = 0; j < S::FN; ++j) {
+          // The two correction products first, then the main one (CUTLASS's order for 3xTF32).
+          if constexpr (kProducts == 3) {
+            wmma::mma_sync(acc[i][j], a_small[i], b_big[j], acc[i][j]);
+            wmma::mma_sync(acc[i][j], a_big[i], b_small[j], acc[i][j]);
+          }
+          wmma::mma_sync(acc[i][j], a_big[i], b_big[j], acc[i][j]);
+        }
+    }
+    // The other buffer was last read in iteration t-1, finished by every thread before the
+    // barrier that ended it.
+    float* next = smem + ((t + 1) & 1) * kBuf;
+    la.store(next, tid);
+    lb.store(next + SA::kSize, tid);
+    __syncthreads();
+  }
+
+  // Epilogue, one 16x16 fragment at a time through this warp's scratch (the tile buffers are
+  // free: the loop ended on a barrier). Lane l takes column l/2, rows (l%2)*8 .. +8.
+  float* scratch = smem + warp * 256;
+  const bool vecD = vec & kTcVecD;
+  const int col_in = lane / 2, row_in = (lane % 2) * 8;
+#pragma unroll
+  for (int i = 0; i < S::FM; ++i)
+#pragma unroll
+    for (int j = 0; j < S::FN; ++j) {
+      wmma::store_matrix_sync(scratch, acc[i][j], 16, wmma::mem_col_major);
+      __syncwarp();
+      const int col = n0 + wn * S::WN + j * 16 + col_in;
+      const int row0 = m0 + wm * S::WM + i * 16 + row_in;
+      if (col < N && row0 < M) {
+        const std::size_t jc = static_cast<std::size_t>(col);
+        const bool vec8 = vecD && row0 + 8 <= M;
+        float v[8];
+#pragma unroll
+        for (int r = 0; r < 8; ++r) v[r] = alpha * scratch[col_in * 16 + row_in + r];
+        if (C) {
+          const float* cp = C + row0 + jc * ldc;
+          float cv[8];
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            if (vec8) {
+              const float4 u = load_vector(reinterpret_cast<const float4*>(cp + 4 * h));
+              cv[4 * h] = u.x; cv[4 * h + 1] = u.y; cv[4 * h + 2] = u.z; cv[4 * h + 3] = u.w;
+            } else {
+#pragma unroll
+              for (int r = 4 * h; r < 4 * h + 4; ++r) cv[r] = row0 + r < M ? cp[r] : 0.0f;
+            }
+          }
+#pragma unroll
+          for (int r = 0; r < 8; ++r) v[r] += beta * cv[r];
+          if (ep == Epilogue::Step) {
+#pragma unroll
+            for (int r = 0; r < 8; ++r) v[r] = cv[r] - step_lr * v[r];
+          }
+        }
+        if (ep != Epilogue::Step) {
+#pragma unroll
+          for (int r = 0; r < 8; ++r) v[r] = apply_epilogue(v[r], ep, bias, min(row0 + r, M - 1));
+        }
+        float* dp = D + row0 + jc * ldd;
+        if (vec8) {
+          store_vector(reinterpret_cast<float4*>(dp), make_float4(v[0], v[1], v[2], v[3]));
+          store_vector(reinterpret_cast<float4*>(dp + 4), make_float4(v[4], v[5], v[6], v[7]));
+        } else {
+#pragma unroll
+          for (int r = 0; r < 8; ++r)
+            if (row0 + r < M) dp[r] = v[r];
+        }
+      }
+      __syncwarp();  // the scratch is rewritten by the next fragment
+    }
+}
+
+template <int ID, int kProducts>
+void launch_tc(const GemmArgs<float>& a, cudaStream_t s) {
+  using S = TcCfg<ID>;
+  auto vec_ok = [](const void* p, int ld) { return aligned16(p) && ld % 4 == 0; };
+  int vec = 0;
+  if (vec_ok(a.A, a.lda)) vec |= kTcVecA;
+  if (a.B_u8 ? (reinterpret_cast<std::uintptr_t>(a.B_u8) % 4 == 0 && a.ldb % 4 == 0) : vec_ok(a.B, a.ldb))
+    vec |= kTcVecB;
+  if (vec_ok(a.D, a.ldd) && (!a.C || vec_ok(a.C, a.ldc))) vec |= kTcVecD;
+  const dim3 grid((a.M + S::BM - 1) / S::BM, (a.N + S::BN - 1) / S::BN);
+  const auto launch = [&]<Op OA, Op OB, bool kGather>() {
+    gemm_tf32x3_kernel<S, OA, OB, kGather, kProducts><<<grid, S::kThreads, 0, s>>>(
+        a.M, a.N, a.K, a.alpha, a.A, a.lda, a.B, a.ldb, a.beta, a.C, a.ldc, a.D, a.ldd, a.epilogue,
+        a.bias, vec, a.B_u8, a.B_cols, a.step_lr);
+    CHECK_LAUNCH("gemm_tf32x3_kernel");
+  };
+  // The gathered batch is B of the forward GEMM (op N) and of dW1 (op T), op(A) = N in both.
+  if (a.B_u8) {
+    if (a.opB == Op::N) launch.template operator()<Op::N, Op::N, true>();
+    else launch.template operator()<Op::N, Op::T, true>();
+    return;
+  }
+  with_ops(a.opA, a.opB, [&]<Op OA, Op OB>() { launch.template operator()<OA, OB, false>(); });
+}
+
+// The largest tile that still gives every SM a block; else the smallest.
+int plan_tc(int M, int N) {
+  const int sms = warptile::sm_count();
+  for (int c = 0; c < kTcConfigs; ++c) {
+    const long tiles = long((M + kTcTileM[c] - 1) / kTcTileM[c]) * ((N + kTcTileN[c] - 1) / kTcTileN[c]);
+    if (tiles >= sms) return c;
+  }
+  return kTcConfigs - 1;
+}
+
+template <int kProducts>
+void run_tc(const GemmArgs<float>& a, cudaStream_t s, int cfg) {
+  switch (cfg < 0 ? plan_tc(a.M, a.N) : cfg) {
+    case 0: launch_tc<0, kProducts>(a, s); break;
+    case 1: launch_tc<1, kProducts>(a, s); break;
+    default: launch_tc<2, kProducts>(a, s); break;
+  }
+}
+
+}  // namespace
+
+int tf32_plan(int M, int N) { return plan_tc(M, N); }
+
+void tf32_run(const GemmArgs<float>& a, cudaStream_t s, int cfg, int products) {
+  NN_RANGE("gemm_tf32x3");
+  if (products == 1) run_tc<1>(a, s, cfg);
+  else run_tc<3>(a, s, cfg);
+}
+
+// The registry's launcher (gemm/variants.h): the three-product compensation, tiles per shape.
+template <class T>
+void gemm_tf32x3(const GemmArgs<T>& a, cudaStream_t s) {
+  if constexpr (std::is_same_v<T, float>) tf32_run(a, s, -1, 3);
+  else warptile_run(a, s, -1, 0);  // no TF32 for double: variant 4's kernel
+}
+
+template void gemm_tf32x3<float>(const GemmArgs<float>&, cudaStream_t);
+template void gemm_tf32x3<double>(const GemmArgs<double>&, cudaStream_t);
+
+}  // namespace nn::gemm_detail
+
+namespace nn::gemm_tuning {
+const char* tf32_config_name(int cfg) {
+  static const char* const names[] = {"128x128", "64x64", "32x32"};
+  return cfg >= 0 && cfg < kTf32Configs ? names[cfg] : "unknown";
+}
+static_assert(kTf32Configs == nn::gemm_detail::kTcConfigs, "gemm.h's kTf32Configs");
+}  // namespace nn::gemm_tuning
