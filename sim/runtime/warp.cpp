@@ -1,5 +1,6 @@
 // Warp-synchronous intrinsics (__shfl*_sync, __ballot_sync, __any/__all_sync,
-// __syncwarp, __reduce_*_sync, __match_*_sync): lanes rendezvous per (kind, mask,
+// __syncwarp, __reduce_*_sync, __match_*_sync, and <mma.h>'s wmma::load_matrix_sync,
+// store_matrix_sync and mma_sync): lanes rendezvous per (kind, mask,
 // call site); misuse and deadlocks are faults. Tested by tests/sim and examples/checks.cu.
 #include <algorithm>
 #include <cstring>
@@ -45,6 +46,9 @@ const char* kind_name(int k) {
     case kReduceXor: return "__reduce_xor_sync";
     case kMatchAny: return "__match_any_sync";
     case kMatchAll: return "__match_all_sync";
+    case kWmmaLoad: return "wmma::load_matrix_sync";
+    case kWmmaStore: return "wmma::store_matrix_sync";
+    case kWmmaMma: return "wmma::mma_sync";
   }
   return "warp op";
 }
@@ -194,6 +198,18 @@ void Worker::complete(int warp, const WarpGroup& g, int self) {
         b[l].result = eq;
       });
       break;
+    case kWmmaLoad:
+    case kWmmaStore:
+    case kWmmaMma: {
+      // <mma.h>: each lane passed its WarpCall record; the header's fn computes for the warp
+      // (the lanes' records live on their fiber stacks, alive while they wait here).
+      void* lanes[32] = {};
+      each([&](int l) { lanes[l] = reinterpret_cast<void*>(static_cast<uintptr_t>(b[l].wvalue)); });
+      const WarpCall* call = static_cast<const WarpCall*>(lanes[__builtin_ctz(mask)]);
+      call->fn(lanes, mask);
+      each([&](int l) { b[l].result = 0; });
+      break;
+    }
     case kMatchAll: {
       bool all = true;
       const unsigned long long v0 = b[__builtin_ctz(mask)].wvalue;

@@ -46,7 +46,15 @@ extern __thread BlockPub* tl_block;    // the running block (null on the host)
 
 enum WarpKind : int {
   kSyncwarp = 1, kShflIdx, kShflUp, kShflDown, kShflXor, kBallot, kAny, kAll,
-  kReduceAdd, kReduceMin, kReduceMax, kReduceAnd, kReduceOr, kReduceXor, kMatchAny, kMatchAll
+  kReduceAdd, kReduceMin, kReduceMax, kReduceAnd, kReduceOr, kReduceXor, kMatchAny, kMatchAll,
+  // WMMA (<mma.h>): the value each lane passes is a WarpCall*; the last lane to arrive runs
+  // its fn on all lanes' records (runtime/warp.cpp), then every lane goes on.
+  kWmmaLoad = 32, kWmmaStore, kWmmaMma
+};
+// A lane's record for the WMMA warp ops: lanes[l] is lane l's record (null for lanes
+// outside mask). fn may fault (device_fault); it runs on the last lane's fiber.
+struct WarpCall {
+  void (*fn)(void* const* lanes, unsigned mask);
 };
 
 void syncthreads(Site s);

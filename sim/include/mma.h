@@ -1,0 +1,329 @@
+// CUDA's WMMA API (<mma.h>, namespace nvcuda::wmma) for the SIMT CPU emulator: the TF32
+// subset, m16n16k8 only (what kernels/gemm/5_tf32x3.cu uses). Documented in sim/README.md
+// ("WMMA (tensor cores)"); tested by tests/sim/test_sim_wmma.cu.
+//
+//  - fragment<matrix_a, 16, 16, 8, precision::tf32, row_major|col_major> (16x8, M x K, 4 per
+//    lane), fragment<matrix_b, 16, 16, 8, precision::tf32, row_major|col_major> (8x16, K x N,
+//    4 per lane), fragment<accumulator, 16, 16, 8, float> (16x16, 8 per lane): CUDA's
+//    per-lane counts; the elements are float (x[], num_elements).
+//  - Which lane holds which element is unspecified in CUDA. Here (g = lane / 4, t = lane % 4),
+//    the layout of PTX's mma.m16n8k8 tf32 fragments, twice along N:
+//      matrix_a    x[0] (g, t)   x[1] (g+8, t)   x[2] (g, t+4)   x[3] (g+8, t+4)      (row, k)
+//      matrix_b    x[0] (t, g)   x[1] (t+4, g)   x[2] (t, g+8)   x[3] (t+4, g+8)      (k, col)
+//      accumulator x[0] (g, 2t)  x[1] (g, 2t+1)  x[2] (g+8, 2t)  x[3] (g+8, 2t+1),
+//                  x[4..7]: the same with col + 8                                      (row, col)
+//    The mapping does not depend on the fragment's layout (only the addresses do).
+//  - load_matrix_sync, store_matrix_sync and mma_sync are warp-collective: every lane of a
+//    full warp must reach the same call (same file:line) with the same pointer, ldm and layout;
+//    otherwise the rendezvous faults like a divergent __shfl_sync (kinds kWmmaLoad,
+//    kWmmaStore, kWmmaMma in runtime/warp.cpp; one rendezvous per call). The pointer must be
+//    32-byte aligned and ldm a multiple of 4 floats (16 bytes): else a sticky
+//    cudaErrorMisalignedAddress. Each lane then reads or writes its own elements with plain
+//    loads and stores in the kernel's own code, so they get the per-access checks (bounds,
+//    initcheck, racecheck) under the lane's own thread. The rendezvous happens before the
+//    accesses: lanes' earlier shared-memory writes are ordered before a load_matrix_sync (as
+//    any completed warp op orders them), but a store_matrix_sync is not ordered before another
+//    lane's later read without a __syncwarp/__syncthreads.
+//  - mma_sync(d, a, b, c): D = A*B + C. Each A and B element counts with its top 19 bits
+//    only (the low 13 mantissa bits are dropped, as the tensor cores read only the TF32 bits of
+//    unconverted input); each D(i,j) = C(i,j), then fmaf(A(i,k), B(k,j), .) for k = 0..7 in
+//    order. The products are exact in FP32; the GPU's accumulation order and rounding inside
+//    the tensor core are NOT modelled bit for bit (compare with a bound). d may alias c.
+//  - fill_fragment and elementwise access to x[] are per lane (no rendezvous).
+//  - wmma::__float_to_tf32: cvt.rna.tf32.f32, to nearest with ties away from zero, low 13
+//    bits cleared (a carry may reach the next binade or infinity); Inf and NaN unchanged.
+#pragma once
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <type_traits>
+
+#include "sim/device.h"
+
+namespace sim {
+
+// The reference definitions (host and device): FP32 to TF32 as cvt.rna.tf32.f32, and the
+// truncation a tensor core applies to an unconverted FP32 input. Inf and NaN pass unchanged.
+inline float tf32_round_reference(float x) {
+  std::uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  if ((u & 0x7f800000u) != 0x7f800000u) {
+    u += 0x1000u;  // half of the 13 dropped bits, added to the magnitude: ties away from zero
+    u &= 0xffffe000u;
+  }
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
+inline float tf32_truncate_reference(float x) {
+  std::uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  if ((u & 0x7f800000u) != 0x7f800000u) u &= 0xffffe000u;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+namespace detail::wmma {
+
+// Position (row, col) of element i of lane `lane` (see the table above).
+inline void a_pos(int lane, int i, int& r, int& c) {
+  const int g = lane >> 2, t = lane & 3;
+  r = g + ((i & 1) ? 8 : 0);
+  c = t + ((i & 2) ? 4 : 0);
+}
+inline void b_pos(int lane, int i, int& r, int& c) {
+  const int g = lane >> 2, t = lane & 3;
+  r = t + ((i & 1) ? 4 : 0);
+  c = g + ((i & 2) ? 8 : 0);
+}
+inline void acc_pos(int lane, int i, int& r, int& c) {
+  const int g = lane >> 2, t = lane & 3;
+  r = g + ((i & 2) ? 8 : 0);
+  c = 2 * t + (i & 1) + ((i & 4) ? 8 : 0);
+}
+
+inline int lane_id() {
+  const ThreadPub* th = tl_thread;
+  const BlockPub* bl = tl_block;
+  if (!th || !bl) return 0;  // outside a kernel: the rendezvous reports it
+  const unsigned t = th->thread_idx.x +
+                     bl->block_dim.x * (th->thread_idx.y + bl->block_dim.y * th->thread_idx.z);
+  return static_cast<int>(t & 31);
+}
+
+// What every lane passes to a load or store rendezvous.
+struct MemRec {
+  WarpCall call;
+  const void* p;
+  unsigned ldm;
+  int layout;  // 0 row major, 1 col major
+  const char* op;
+  const char* file;
+  int line;
+};
+
+[[noreturn]] inline void mem_mismatch(const MemRec& r0, int l0, const MemRec& r, int l) {
+  char buf[512];
+  const long long off = static_cast<const char*>(r.p) - static_cast<const char*>(r0.p);
+  std::snprintf(buf, sizeof buf,
+                "%s at %s:%d: the lanes of a warp must pass the same pointer, ldm and layout, but "
+                "lane %d passed ldm %u, %s, and lane %d a pointer %lld bytes after lane %d's, ldm "
+                "%u, %s",
+                r0.op, r0.file, r0.line, l0, r0.ldm, r0.layout ? "col major" : "row major", l, off,
+                l0, r.ldm, r.layout ? "col major" : "row major");
+  device_fault(buf);
+}
+
+inline void mem_check_lanes(void* const* lanes, unsigned mask) {
+  const int l0 = __builtin_ctz(mask);
+  const MemRec& r0 = *static_cast<const MemRec*>(lanes[l0]);
+  for (unsigned m = mask & (mask - 1); m; m &= m - 1) {
+    const int l = __builtin_ctz(m);
+    const MemRec& r = *static_cast<const MemRec*>(lanes[l]);
+    if (r.p != r0.p || r.ldm != r0.ldm || r.layout != r0.layout) mem_mismatch(r0, l0, r, l);
+  }
+}
+
+// The pointer and ldm rules of load/store_matrix_sync (CUDA: mptr 256-bit aligned, ldm a
+// multiple of 16 bytes), then the rendezvous.
+__attribute__((always_inline)) inline void mem_sync(int kind, const char* op, const void* p,
+                                                    unsigned ldm, int layout, const char* file,
+                                                    int line) {
+  if (reinterpret_cast<std::uintptr_t>(p) & 31) misaligned_access(p, 32, op, file, line);
+  if (ldm % 4 != 0) {
+    char what[160];
+    std::snprintf(what, sizeof what, "%s with ldm = %u (not a multiple of 4 floats, 16 bytes): "
+                  "its second row or column", op, ldm);
+    misaligned_access(static_cast<const float*>(p) + ldm, 16, what, file, line);
+  }
+  MemRec rec{WarpCall{&mem_check_lanes}, p, ldm, layout, op, file, line};
+  warp_op(Site{file, line}, kind, 0xffffffffu, reinterpret_cast<std::uintptr_t>(&rec), 0, 0, 32);
+}
+
+struct MmaRec {
+  WarpCall call;
+  const float* a;  // the lane's fragments (x[])
+  const float* b;
+  const float* c;
+  float* d;
+};
+
+// D += A * B: D(i,j) = fmaf(A(i,k), B(k,j), D(i,j)) for k = 0..7 in order. The same bits
+// with the CPU's FMA instruction (mma_tile_hw, 40% faster) as with libm's fmaf.
+inline void mma_tile(const float (&A)[16][8], const float (&B)[8][16], float (&D)[16][16]) {
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 16; ++j) {
+      float acc = D[i][j];
+      for (int k = 0; k < 8; ++k) acc = std::fmaf(A[i][k], B[k][j], acc);
+      D[i][j] = acc;
+    }
+}
+#if defined(__x86_64__) || defined(__i386__)
+__attribute__((target("fma"))) inline void mma_tile_hw(const float (&A)[16][8], const float (&B)[8][16],
+                                                       float (&D)[16][16]) {
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 16; ++j) {
+      float acc = D[i][j];
+      for (int k = 0; k < 8; ++k) acc = __builtin_fmaf(A[i][k], B[k][j], acc);
+      D[i][j] = acc;
+    }
+}
+#define SIM_WMMA_HW_FMA_ 1
+#endif
+
+inline void mma_lanes(void* const* lanes, unsigned /*mask: always the full warp*/) {
+  float A[16][8], B[8][16], D[16][16];
+  for (int l = 0; l < 32; ++l) {
+    const MmaRec& r = *static_cast<const MmaRec*>(lanes[l]);
+    int i, j;
+    for (int e = 0; e < 4; ++e) {
+      a_pos(l, e, i, j);
+      A[i][j] = tf32_truncate_reference(r.a[e]);
+      b_pos(l, e, i, j);
+      B[i][j] = tf32_truncate_reference(r.b[e]);
+    }
+    for (int e = 0; e < 8; ++e) {
+      acc_pos(l, e, i, j);
+      D[i][j] = r.c[e];
+    }
+  }
+#ifdef SIM_WMMA_HW_FMA_
+  static const bool hw_fma = __builtin_cpu_supports("fma");
+  if (hw_fma)
+    mma_tile_hw(A, B, D);
+  else
+#endif
+    mma_tile(A, B, D);
+  for (int l = 0; l < 32; ++l) {
+    const MmaRec& r = *static_cast<const MmaRec*>(lanes[l]);
+    int i, j;
+    for (int e = 0; e < 8; ++e) {
+      acc_pos(l, e, i, j);
+      r.d[e] = D[i][j];
+    }
+  }
+}
+
+}  // namespace detail::wmma
+}  // namespace sim
+
+namespace nvcuda {
+namespace wmma {
+
+struct matrix_a {};
+struct matrix_b {};
+struct accumulator {};
+struct row_major {};
+struct col_major {};
+namespace precision {
+struct tf32 {};
+}  // namespace precision
+enum layout_t { mem_row_major, mem_col_major };
+
+template <class T>
+inline constexpr bool sim_always_false_ = false;
+
+template <class Use, int m, int n, int k, class T, class Layout = void>
+class fragment {
+  static_assert(sim_always_false_<Use>,
+                "the emulator's <mma.h> has only the m16n16k8 TF32 fragments: "
+                "fragment<matrix_a|matrix_b, 16, 16, 8, precision::tf32, row_major|col_major> and "
+                "fragment<accumulator, 16, 16, 8, float> (sim/README.md, WMMA)");
+};
+
+template <int N>
+struct sim_frag_base_ {
+  using element_type = float;
+  using storage_element_type = float;
+  static constexpr int num_elements = N;
+  static constexpr int num_storage_elements = N;
+  float x[N];
+};
+
+template <class Layout>
+class fragment<matrix_a, 16, 16, 8, precision::tf32, Layout> : public sim_frag_base_<4> {
+  static_assert(std::is_same_v<Layout, row_major> || std::is_same_v<Layout, col_major>,
+                "matrix_a fragment needs row_major or col_major");
+};
+template <class Layout>
+class fragment<matrix_b, 16, 16, 8, precision::tf32, Layout> : public sim_frag_base_<4> {
+  static_assert(std::is_same_v<Layout, row_major> || std::is_same_v<Layout, col_major>,
+                "matrix_b fragment needs row_major or col_major");
+};
+template <>
+class fragment<accumulator, 16, 16, 8, float, void> : public sim_frag_base_<8> {};
+
+// CUDA declares it in nvcuda::wmma: FP32 rounded to TF32 as cvt.rna.tf32.f32 (see the top).
+inline float __float_to_tf32(float in) { return ::sim::tf32_round_reference(in); }
+
+template <class Use, class T, class Layout>
+inline void fill_fragment(fragment<Use, 16, 16, 8, T, Layout>& f, float v) {
+  for (int i = 0; i < f.num_elements; ++i) f.x[i] = v;
+}
+
+// matrix_a (16x8) or matrix_b (8x16): element (r, c) at p[r * ldm + c] (row_major) or
+// p[c * ldm + r] (col_major).
+template <class Use, class Layout>
+__attribute__((always_inline)) inline void load_matrix_sync(
+    fragment<Use, 16, 16, 8, precision::tf32, Layout>& f, const float* p, unsigned ldm,
+    const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+  constexpr bool is_a = std::is_same_v<Use, matrix_a>;
+  constexpr int layout = std::is_same_v<Layout, col_major> ? 1 : 0;
+  ::sim::detail::wmma::mem_sync(::sim::detail::kWmmaLoad, "wmma::load_matrix_sync", p, ldm, layout,
+                                file, line);
+  const int lane = ::sim::detail::wmma::lane_id();
+  for (int i = 0; i < 4; ++i) {
+    int r, c;
+    if constexpr (is_a)
+      ::sim::detail::wmma::a_pos(lane, i, r, c);
+    else
+      ::sim::detail::wmma::b_pos(lane, i, r, c);
+    f.x[i] = layout ? p[static_cast<std::size_t>(c) * ldm + r] : p[static_cast<std::size_t>(r) * ldm + c];
+  }
+}
+
+// Accumulator (16x16): element (r, c) at p[r * ldm + c] (mem_row_major) or p[c * ldm + r].
+__attribute__((always_inline)) inline void load_matrix_sync(
+    fragment<accumulator, 16, 16, 8, float>& f, const float* p, unsigned ldm, layout_t layout,
+    const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+  const int lay = layout == mem_col_major ? 1 : 0;
+  ::sim::detail::wmma::mem_sync(::sim::detail::kWmmaLoad, "wmma::load_matrix_sync", p, ldm, lay,
+                                file, line);
+  const int lane = ::sim::detail::wmma::lane_id();
+  for (int i = 0; i < 8; ++i) {
+    int r, c;
+    ::sim::detail::wmma::acc_pos(lane, i, r, c);
+    f.x[i] = lay ? p[static_cast<std::size_t>(c) * ldm + r] : p[static_cast<std::size_t>(r) * ldm + c];
+  }
+}
+
+__attribute__((always_inline)) inline void store_matrix_sync(
+    float* p, const fragment<accumulator, 16, 16, 8, float>& f, unsigned ldm, layout_t layout,
+    const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+  const int lay = layout == mem_col_major ? 1 : 0;
+  ::sim::detail::wmma::mem_sync(::sim::detail::kWmmaStore, "wmma::store_matrix_sync", p, ldm, lay,
+                                file, line);
+  const int lane = ::sim::detail::wmma::lane_id();
+  for (int i = 0; i < 8; ++i) {
+    int r, c;
+    ::sim::detail::wmma::acc_pos(lane, i, r, c);
+    (lay ? p[static_cast<std::size_t>(c) * ldm + r] : p[static_cast<std::size_t>(r) * ldm + c]) = f.x[i];
+  }
+}
+
+// D = A * B + C (see the top for what is modelled). d may alias c.
+template <class LayoutA, class LayoutB>
+inline void mma_sync(fragment<accumulator, 16, 16, 8, float>& d,
+                     const fragment<matrix_a, 16, 16, 8, precision::tf32, LayoutA>& a,
+                     const fragment<matrix_b, 16, 16, 8, precision::tf32, LayoutB>& b,
+                     const fragment<accumulator, 16, 16, 8, float>& c,
+                     const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+  ::sim::detail::wmma::MmaRec rec{::sim::detail::WarpCall{&::sim::detail::wmma::mma_lanes}, a.x,
+                                  b.x, c.x, d.x};
+  ::sim::detail::warp_op(::sim::detail::Site{file, line}, ::sim::detail::kWmmaMma, 0xffffffffu,
+                         reinterpret_cast<std::uintptr_t>(&rec), 0, 0, 32);
+}
+
+}  // namespace wmma
+}  // namespace nvcuda
