@@ -167,7 +167,8 @@ $(CUDA_DIR)/obj/%.o: %.cu | setup
 # such PTX would stop it for every kernel (tests/gpgpusim/README.md). A GPU newer than
 # CUDA_ARCH then needs a build with its own CUDA_ARCH for variant 5.
 CUDA_SASS_ONLY := $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a))
-$(CUDA_DIR)/obj/kernels/gemm/5_tf32x3.o $(CUDA_DIR)/obj/tests/kernels/test_gemm_tf32x3.o: \
+$(CUDA_DIR)/obj/kernels/gemm/5_tf32x3.o $(CUDA_DIR)/obj/tests/kernels/test_gemm_tf32x3.o \
+$(CUDA_DIR)/obj/tests/sim/test_sim_wmma.o: \
   NVCCFLAGS := $(filter-out $(CUDA_GENCODE),$(NVCCFLAGS)) $(CUDA_SASS_ONLY)
 
 $(CUDA_LIB): $(CUDA_HOST_OBJ) $(CUDA_KERN_OBJ)
