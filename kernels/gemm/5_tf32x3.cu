@@ -1,8 +1,8 @@
 // GEMM variant 5: the tensor cores at FP32 accuracy. Each FP32 operand x is split into a TF32
 // "big" part, big = tf32(x), and a TF32 "small" remainder, small = tf32(x - big); the product
-// of two such pairs is taken as small_a*big_b + big_a*small_b + big_a*big_b (the small*small
-// term, about 2^-22 of the product, is dropped), three TF32 tensor-core products accumulated in
-// FP32. One product alone (kProducts = 1) is plain TF32, kept for comparison and never the
+// of two such pairs is taken as big_a*big_b + (small_a*big_b + big_a*small_b) (the small*small
+// term, at most 2^-24 of the product, is dropped), three TF32 tensor-core products accumulated
+// in FP32, the two corrections apart from the running sum (one rounding of it per k-step). One product alone (kProducts = 1) is plain TF32, kept for comparison and never the
 // default. Tiles are staged through shared memory with the next k-tile's global loads in
 // flight (registers, double-buffered shared memory: one barrier per k-tile), the MMAs are
 // WMMA's m16n16k8 TF32 fragments, and the epilogue (bias, sigmoid, the fused step's SGD
@@ -207,12 +207,18 @@ gemm_tf32x3_kernel(int M, int N, int K, float alpha, const float* A, int lda, co
       for (int i = 0; i < S::FM; ++i)
 #pragma unroll
         for (int j = 0; j < S::FN; ++j) {
-          // The two correction products first, then the main one (CUTLASS's order for 3xTF32).
-          if constexpr (kProducts == 3) {
-            wmma::mma_sync(acc[i][j], a_small[i], b_big[j], acc[i][j]);
-            wmma::mma_sync(acc[i][j], a_big[i], b_small[j], acc[i][j]);
-          }
           wmma::mma_sync(acc[i][j], a_big[i], b_big[j], acc[i][j]);
+          if constexpr (kProducts == 3) {
+            // The two correction products (about 2^-11 of the main one) summed apart, from
+            // zero, then added to the running sum once: one extra rounding of it per k-step of
+            // 8 instead of one per correction product.
+            wmma::fragment<wmma::accumulator, 16, 16, 8, float> corr;
+            wmma::fill_fragment(corr, 0.0f);
+            wmma::mma_sync(corr, a_small[i], b_big[j], corr);
+            wmma::mma_sync(corr, a_big[i], b_small[j], corr);
+#pragma unroll
+            for (int e = 0; e < corr.num_elements; ++e) acc[i][j].x[e] += corr.x[e];
+          }
         }
     }
     // The other buffer was last read in iteration t-1, finished by every thread before the
