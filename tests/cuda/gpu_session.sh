@@ -126,7 +126,7 @@ CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer /u
 #    configuration and plain TF32, with each row's largest error; at H 256, B 100 too;
 #    --verify with --gemm 5 at 1 and 2 ranks; 1024:3000 timed with --gemm 5 and 4 and JAX's
 #    scan (precision HIGHEST) in the same call; compute-sanitizer's four tools on its tests.
-TF32_TESTS='Tf32*:AllVariants/GemmVariant.*/tf32x3:GemmGather.*Tf32*'
+TF32_TESTS='Tf32*:SimWmma*:AllVariants/GemmVariant.*/tf32x3:GemmGather.*Tf32*'
 step tf32_tests 60 "${ONE[@]}" "$BIN/nn_tests" --gtest_filter="$TF32_TESTS"
 step tf32_gemm_1024_3000 90 "${KITENV[@]}" "$BIN/gemm_bench" --variants 0,4,5 --tf32 --hidden 1024 --batch 3000 \
   --repeats 20 --csv "$LOGS/gemm_tf32_1024_3000.csv"
