@@ -1,16 +1,18 @@
 // GEMM variant 5: the tensor cores at FP32 accuracy. Each FP32 operand x is split into a TF32
 // "big" part, big = tf32(x), and a TF32 "small" remainder, small = tf32(x - big); the product
-// of two such pairs is taken as big_a*big_b + (small_a*big_b + big_a*small_b) (the small*small
-// term, at most 2^-24 of the product, is dropped), three TF32 tensor-core products accumulated
-// in FP32, the two corrections apart from the running sum (one rounding of it per k-step). One product alone (kProducts = 1) is plain TF32, kept for comparison and never the
+// of two such pairs is taken as small_a*big_b + big_a*small_b + big_a*big_b (the small*small
+// term, at most 2^-24 of the product, is dropped): three TF32 tensor-core products. Each k-tile
+// (16) is summed on the tensor cores from zero and added to an FP32 running sum on the CUDA
+// cores, which rounds to nearest (the tensor cores' own accumulation does not). One product alone (kProducts = 1) is plain TF32, kept for comparison and never the
 // default. Tiles are staged through shared memory with the next k-tile's global loads in
 // flight (registers, double-buffered shared memory: one barrier per k-tile), the MMAs are
 // WMMA's m16n16k8 TF32 fragments, and the epilogue (bias, sigmoid, the fused step's SGD
 // update) goes through a per-warp 16x16 scratch in shared memory, since a WMMA fragment's
 // element-to-lane mapping is not specified.
 //
-// Every output element accumulates its k-steps of 8 in increasing k order in all three tile
-// configurations, so the configuration never changes a bit of the result. No split-K.
+// Every output element sums the same k-tiles in increasing k order in all three tile
+// configurations (BK is 16 in each), so the configuration never changes a bit of the result.
+// No split-K.
 // float only: double (no TF32) runs variant 4's kernel. Also the fused step's two extras
 // (gathered uint8 B, Epilogue::Step), as in variant 4. Run through nn::gemm(5, ...) and
 // gemm_tuning::gemm_tf32_with; tested by tests/kernels/test_gemm_tf32x3.cpp and every
@@ -185,42 +187,49 @@ gemm_tf32x3_kernel(int M, int N, int K, float alpha, const float* A, int lda, co
     // Tile t+1's global loads are in flight while tile t is multiplied (past the end they are
     // all out of range: zeros, no memory traffic).
     load((t + 1) * BK);
+    constexpr int KS = BK / 8;  // k-steps of 8 in a tile
+    FragA a_big[KS][S::FM], a_small[KS][S::FM];
+    FragB b_big[KS][S::FN], b_small[KS][S::FN];
 #pragma unroll
-    for (int kk = 0; kk < BK; kk += 8) {
-      FragA a_big[S::FM], a_small[S::FM];
-      FragB b_big[S::FN], b_small[S::FN];
+    for (int ks = 0; ks < KS; ++ks) {
+      const int kk = ks * 8;
 #pragma unroll
       for (int i = 0; i < S::FM; ++i) {
         const int m = wm * S::WM + i * 16;
-        wmma::load_matrix_sync(a_big[i], kAcol ? As + kk * SA::LD + m : As + m * SA::LD + kk, SA::LD);
-        if constexpr (kProducts == 3) split(a_big[i], a_small[i]);
-        else round_tf32(a_big[i]);
+        wmma::load_matrix_sync(a_big[ks][i], kAcol ? As + kk * SA::LD + m : As + m * SA::LD + kk, SA::LD);
+        if constexpr (kProducts == 3) split(a_big[ks][i], a_small[ks][i]);
+        else round_tf32(a_big[ks][i]);
       }
 #pragma unroll
       for (int j = 0; j < S::FN; ++j) {
         const int n = wn * S::WN + j * 16;
-        wmma::load_matrix_sync(b_big[j], kBcol ? Bs + n * SB::LD + kk : Bs + kk * SB::LD + n, SB::LD);
-        if constexpr (kProducts == 3) split(b_big[j], b_small[j]);
-        else round_tf32(b_big[j]);
+        wmma::load_matrix_sync(b_big[ks][j], kBcol ? Bs + n * SB::LD + kk : Bs + kk * SB::LD + n, SB::LD);
+        if constexpr (kProducts == 3) split(b_big[ks][j], b_small[ks][j]);
+        else round_tf32(b_big[ks][j]);
       }
-#pragma unroll
-      for (int i = 0; i < S::FM; ++i)
-#pragma unroll
-        for (int j = 0; j < S::FN; ++j) {
-          wmma::mma_sync(acc[i][j], a_big[i], b_big[j], acc[i][j]);
-          if constexpr (kProducts == 3) {
-            // The two correction products (about 2^-11 of the main one) summed apart, from
-            // zero, then added to the running sum once: one extra rounding of it per k-step of
-            // 8 instead of one per correction product.
-            wmma::fragment<wmma::accumulator, 16, 16, 8, float> corr;
-            wmma::fill_fragment(corr, 0.0f);
-            wmma::mma_sync(corr, a_small[i], b_big[j], corr);
-            wmma::mma_sync(corr, a_big[i], b_small[j], corr);
-#pragma unroll
-            for (int e = 0; e < corr.num_elements; ++e) acc[i][j].x[e] += corr.x[e];
-          }
-        }
     }
+    // The tile's products are summed on the tensor cores from zero (the two small correction
+    // products of each k-step first, then the main one), and that partial sum is added to the
+    // running sum in FP32 on the CUDA cores, rounding to nearest. Accumulating the running sum
+    // itself on the tensor cores made the error grow with K: measured on an H200, 13x variant
+    // 4's at 4096^3 and 32x at dW1 (K = 3000), as a tensor core's sum does not round to nearest.
+#pragma unroll
+    for (int i = 0; i < S::FM; ++i)
+#pragma unroll
+      for (int j = 0; j < S::FN; ++j) {
+        wmma::fragment<wmma::accumulator, 16, 16, 8, float> part;
+        wmma::fill_fragment(part, 0.0f);
+#pragma unroll
+        for (int ks = 0; ks < KS; ++ks) {
+          if constexpr (kProducts == 3) {
+            wmma::mma_sync(part, a_small[ks][i], b_big[ks][j], part);
+            wmma::mma_sync(part, a_big[ks][i], b_small[ks][j], part);
+          }
+          wmma::mma_sync(part, a_big[ks][i], b_big[ks][j], part);
+        }
+#pragma unroll
+        for (int e = 0; e < part.num_elements; ++e) acc[i][j].x[e] += part.x[e];
+      }
     // The other buffer was last read in iteration t-1, finished by every thread before the
     // barrier that ended it.
     float* next = smem + ((t + 1) & 1) * kBuf;

@@ -31,7 +31,9 @@
 //    the tensor core are NOT modelled bit for bit (compare with a bound). d may alias c.
 //  - fill_fragment and elementwise access to x[] are per lane (no rendezvous).
 //  - wmma::__float_to_tf32: cvt.rna.tf32.f32, to nearest with ties away from zero, low 13
-//    bits cleared (a carry may reach the next binade or infinity); Inf and NaN unchanged.
+//    bits cleared (a carry may reach the next binade or infinity); Inf and NaN keep their
+//    top 19 bits (truncated: on an H200 the NaN 0x7f800001, whose payload is all in the low 13
+//    bits, became +Inf, 2026-11-27).
 #pragma once
 #include <cmath>
 #include <cstddef>
@@ -45,21 +47,21 @@
 namespace sim {
 
 // The reference definitions (host and device): FP32 to TF32 as cvt.rna.tf32.f32, and the
-// truncation a tensor core applies to an unconverted FP32 input. Inf and NaN pass unchanged.
+// truncation a tensor core applies to an unconverted FP32 input. Inf and NaN are truncated in
+// both (an H200's cvt.rna.tf32.f32 turned the NaN 0x7f800001 into +Inf).
 inline float tf32_round_reference(float x) {
   std::uint32_t u;
   std::memcpy(&u, &x, sizeof u);
-  if ((u & 0x7f800000u) != 0x7f800000u) {
-    u += 0x1000u;  // half of the 13 dropped bits, added to the magnitude: ties away from zero
-    u &= 0xffffe000u;
-  }
+  if ((u & 0x7f800000u) != 0x7f800000u) u += 0x1000u;  // half of the 13 dropped bits, added to
+                                                        // the magnitude: ties away from zero
+  u &= 0xffffe000u;
   std::memcpy(&x, &u, sizeof x);
   return x;
 }
 inline float tf32_truncate_reference(float x) {
   std::uint32_t u;
   std::memcpy(&u, &x, sizeof u);
-  if ((u & 0x7f800000u) != 0x7f800000u) u &= 0xffffe000u;
+  u &= 0xffffe000u;
   std::memcpy(&x, &u, sizeof x);
   return x;
 }
