@@ -140,6 +140,22 @@ step tf32_train5_1024_3000 45 "${ONE[@]}" "$BIN/nn_train" "${T3[@]}" --gemm 5 --
 step tf32_train4_1024_3000 45 "${ONE[@]}" "$BIN/nn_train" "${T3[@]}" --gemm 4 --metrics "$LOGS/tf32_train4.csv"
 step tf32_jax_scan_1024_3000 60 "$PY" bench/peer_jax.py "${T3[@]}" --device gpu --mode scan
 step tf32_train5b_1024_3000 45 "${ONE[@]}" "$BIN/nn_train" "${T3[@]}" --gemm 5 --metrics "$LOGS/tf32_train5b.csv"
+# 0b. Nsight Compute (ncu), where the machine has it: each kernel's time in 3 steps of the
+#     fused and the separate step at 1024:1000 (launched one by one: --no-graph), and variant
+#     5's kernel at 4096^3 (speed of light, occupancy, warp stalls, the tensor pipe).
+NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+if [ -n "$NCU" ]; then
+  T2=(--data data/current --hidden 1024 --batch 1000 --lr 0.5 --reg 1e-4 --epochs 1 --train-size 20000 --no-graph)
+  NCUM=(--clock-control none --csv --metrics gpu__time_duration.sum,launch__grid_size,launch__registers_per_thread)
+  step ncu_fused_1024_1000 60 "${ONE[@]}" "$NCU" "${NCUM[@]}" --launch-skip 40 --launch-count 12 \
+    "$BIN/nn_train" "${T2[@]}"
+  step ncu_unfused_1024_1000 60 "${ONE[@]}" "$NCU" "${NCUM[@]}" --launch-skip 40 --launch-count 36 \
+    "$BIN/nn_train" "${T2[@]}" --fused off
+  step ncu_tf32_4096 60 "${KITENV[@]}" "$NCU" --clock-control none --kernel-name regex:tf32x3 --launch-skip 3 \
+    --launch-count 1 --section SpeedOfLight --section Occupancy --section WarpStateStats \
+    --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+    "$BIN/gemm_bench" --variants 5 --only square4096 --repeats 1
+fi
 if [ -n "$CS" ]; then
   for tool in memcheck racecheck initcheck synccheck; do
     step "tf32_sanitize_$tool" 60 "${ONE[@]}" "$CS" --tool "$tool" --error-exitcode 99 --print-limit 20 \

