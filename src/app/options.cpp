@@ -180,6 +180,17 @@ const Spec kSpecs[] = {
      else if (s == "off") c.fused = Fused::Off;
      else throw BadValue{s.empty() ? "missing value" : "must be auto, on or off"};
    }},
+  {"fused-gather", "M", "with the fused step: gemm (the GEMMs read the batch's bytes and normalise "
+   "them in their tile loads) | copy (one kernel a step gathers a normalised copy for both GEMMs) | "
+   "auto (gemm up to --hidden 512, copy above); the same weights either way",
+   [](const Config& c) { return std::string(fused_gather_name(c.fused_gather)); },
+   [](Config& c, const std::string& v) {
+     const std::string s = trim(v);
+     if (s == "auto") c.fused_gather = FusedGather::Auto;
+     else if (s == "gemm") c.fused_gather = FusedGather::Gemm;
+     else if (s == "copy") c.fused_gather = FusedGather::Copy;
+     else throw BadValue{s.empty() ? "missing value" : "must be auto, gemm or copy"};
+   }},
   {"timeout", "SEC", "end the job (exit code 6) when a step takes over SEC s (setup and the "
    "first step: max(4 SEC, 120)), naming the MPI call it waits in (0 = off)",
    [](const Config& c) { return shown(c.timeout); },

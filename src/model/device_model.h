@@ -109,7 +109,9 @@ class DeviceModel {
   // as before); fused_step is a lone rank's whole step, the update included (no sgd_step).
   // The loss and hits then accumulate on the device over the epoch (stats_deferred): the
   // trainer reads them at its synchronisation points only (src/train/step.h).
-  void enable_fused(bool on);
+  // gather_in_gemm: the GEMMs read the batch's bytes (4 kernels a step); false: ops
+  // gather_normalize writes the normalised batch once a step and both GEMMs read it (5).
+  void enable_fused(bool on, bool gather_in_gemm = true);
   bool fused() const { return fused_; }
   void fused_step(std::size_t offset, int b, T inv_B, T reg, T lr);
   void wait_step_before_last();  // after fused_step: at most one step of run-ahead (see the .cpp)
@@ -183,6 +185,7 @@ class DeviceModel {
   // The fused step (enable_fused): layer2_fused's per-tile parts, the device's epoch counts
   // [hits, steps, first non-finite step] (the loss sum is loss_).
   bool fused_ = false;
+  bool gather_in_gemm_ = true;
   Event ev_step_[2];  // the last two fused_steps' ends: the host runs at most one step ahead
   int step_parity_ = 0;
   bool step_pending_ = false;

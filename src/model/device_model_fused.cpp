@@ -11,11 +11,12 @@
 #include "gemm/gemm.h"
 #include "model/device_model.h"
 #include "ops/layer2.h"
+#include "ops/ops.h"
 
 namespace nn::train {
 
 template <class T>
-void DeviceModel<T>::enable_fused(bool on) {
+void DeviceModel<T>::enable_fused(bool on, bool gather_in_gemm) {
   if (on && (lay_.H < 1 || lay_.C > kLayer2MaxClasses || !gemm_has_fused_extras(variant_)))
     throw std::invalid_argument("DeviceModel: the fused step needs H >= 1, at most " +
                                 std::to_string(kLayer2MaxClasses) + " classes and GEMM variant 4 or 5 (got H " +
@@ -29,6 +30,7 @@ void DeviceModel<T>::enable_fused(bool on) {
     counts_ = DeviceBuffer<unsigned>(3);
   }
   fused_ = on;
+  gather_in_gemm_ = gather_in_gemm;
   graphs_.clear();  // captured phases are the other path's
   reset_stats();
 }
@@ -42,7 +44,13 @@ void DeviceModel<T>::fused_forward(int b) {
   GemmArgs<T> g;
   g.M = lay_.H; g.N = b; g.K = lay_.D;
   g.A = P + lay_.W1(); g.lda = lay_.H;
-  g.B_u8 = shard_.images.get(); g.B_cols = batch_idx_.get(); g.ldb = lay_.D;
+  if (gather_in_gemm_) {
+    g.B_u8 = shard_.images.get(); g.B_cols = batch_idx_.get();
+  } else {  // the normalised copy, read again by fused_dw1
+    gather_normalize<T>(shard_.images.get(), lay_.D, batch_idx_.get(), b, X_.get(), stream_.get());
+    g.B = X_.get();
+  }
+  g.ldb = lay_.D;
   g.D = A1_.get(); g.ldd = lay_.H;
   g.epilogue = Epilogue::BiasSigmoid; g.bias = P + lay_.b1();
   gemm(variant_, g, stream_.get());
@@ -74,7 +82,9 @@ void DeviceModel<T>::fused_dw1(int b, T reg, T lr, bool step) {
   g.opB = Op::T;
   g.M = lay_.H; g.N = lay_.D; g.K = b;
   g.A = A1_.get(); g.lda = lay_.H;  // dZ1
-  g.B_u8 = shard_.images.get(); g.B_cols = batch_idx_.get(); g.ldb = lay_.D;
+  if (gather_in_gemm_) { g.B_u8 = shard_.images.get(); g.B_cols = batch_idx_.get(); }
+  else g.B = X_.get();  // fused_forward's copy
+  g.ldb = lay_.D;
   if (reg != T(0)) { g.beta = reg; g.C = W1; g.ldc = lay_.H; }
   if (step) {
     g.epilogue = Epilogue::Step; g.step_lr = lr;
@@ -150,7 +160,7 @@ std::uint64_t DeviceModel<T>::kernels_issued() const {
 
 // This file's members only (device_model.cpp instantiates the class).
 #define NN_FUSED_MEMBERS(T)                                                                  \
-  template void DeviceModel<T>::enable_fused(bool);                                          \
+  template void DeviceModel<T>::enable_fused(bool, bool);                                          \
   template void DeviceModel<T>::fused_forward(int);                                          \
   template void DeviceModel<T>::fused_layer2(int, T, T, T, bool);                            \
   template void DeviceModel<T>::fused_dw1(int, T, T, bool);                                  \

@@ -34,6 +34,20 @@ const char* fused_name(Fused f) {
   return "?";
 }
 
+const char* fused_gather_name(FusedGather g) {
+  switch (g) {
+    case FusedGather::Auto: return "auto";
+    case FusedGather::Gemm: return "gemm";
+    case FusedGather::Copy: return "copy";
+  }
+  return "?";
+}
+
+bool fused_gathers_in_gemm(const Config& cfg) {
+  return cfg.fused_gather == FusedGather::Gemm ||
+         (cfg.fused_gather == FusedGather::Auto && cfg.hidden <= kFusedGatherMaxHidden);
+}
+
 const char* graphs_name(Graphs g) {
   switch (g) {
     case Graphs::Auto: return "auto";

@@ -34,6 +34,15 @@ const char* node_shared_name(NodeShared m);
 // reference path the fused one is measured against).
 enum class Fused { Auto, On, Off };
 const char* fused_name(Fused f);
+
+// --fused-gather: where the fused step normalises the batch. Gemm: inside both GEMMs' tile
+// loads (no copy; every block row of the GEMM divides the same bytes again); Copy: once a step
+// into a normalised copy (ops gather_normalize, a fifth kernel) that both GEMMs read; Auto:
+// Gemm up to kFusedGatherMaxHidden hidden units, Copy above (H200, 2026-11-27: at H 1024 the
+// gathering GEMMs took 2.7x and 3x the time of the plain ones). The weights are the same bits.
+enum class FusedGather { Auto, Gemm, Copy };
+const char* fused_gather_name(FusedGather g);
+inline constexpr int kFusedGatherMaxHidden = 512;
 // CUDA Graphs (--graph / --no-graph): Auto is on with the fused step (device_model.h), where
 // the host then only queues a memcpy and one replay per step, and off elsewhere and on
 // GPGPU-Sim (no stream capture); On: wherever --device gpu runs (an error on GPGPU-Sim); Off: never.
@@ -41,6 +50,7 @@ enum class Graphs { Auto, On, Off };
 const char* graphs_name(Graphs g);
 struct Config;
 bool fused_in_use(const Config& cfg);  // what --fused resolves to for this configuration
+bool fused_gathers_in_gemm(const Config& cfg);  // what --fused-gather resolves to (with the fused step)
 bool graphs_in_use(const Config& cfg, bool on_simulator);  // what --graph resolves to
 
 struct Config {
@@ -72,6 +82,7 @@ struct Config {
   bool mpi_device = false;            // --mpi device: device pointers to a CUDA-aware MPI
   Graphs graph = Graphs::Auto;        // replay each step's kernels as CUDA Graphs (graphs_in_use)
   Fused fused = Fused::Auto;          // --device gpu: the fused step (fused_in_use)
+  FusedGather fused_gather = FusedGather::Auto;  // the fused step's batch: in the GEMMs or a copy
   Device device = Device::Gpu;        // --device gpu | cpu
   CpuGemm cpu_gemm = CpuGemm::Auto;  // --device cpu: the GEMM library (cpu_gemm.h; resolved by train_with)
   double timeout = 300;               // seconds a step may take before the job ends (0 = off; watchdog.h)

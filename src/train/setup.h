@@ -203,7 +203,7 @@ Setup<T, Model> setup(const Config& cfg, const HostData& data) {
   s.graphs = graphs_in_use(cfg, s.device_name.rfind("GPGPU-Sim", 0) == 0);
   s.model->enable_graphs(s.graphs);
   if constexpr (!kOnHost<Model>)
-    if (fused_in_use(cfg)) s.model->enable_fused(true);
+    if (fused_in_use(cfg)) s.model->enable_fused(true, fused_gathers_in_gemm(cfg));
   // One rank, data parallel: nothing runs between the backward pass and the step, so the
   // host model lets its dW1 GEMM apply the step (CpuModel::fuse_w1_step).
   if constexpr (kOnHost<Model>)
@@ -218,10 +218,13 @@ Setup<T, Model> setup(const Config& cfg, const HostData& data) {
 
 // The GPU step the run takes (--fused) and whether it is replayed as CUDA Graphs, for the header.
 inline void print_step_line(std::FILE* out, const Config& cfg, bool graphs) {
-  std::fprintf(out, "step: %s%s\n", fused_in_use(cfg)
-               ? "fused (4 kernels, the batch read from the resident images; loss and accuracy read at the "
-                 "epoch's end; --fused off: the separate kernels)"
-               : "separate kernels (--fused off, --gemm other than 4, or --strategy model)",
+  std::fprintf(out, "step: %s%s\n", !fused_in_use(cfg)
+               ? "separate kernels (--fused off, --gemm other than 4 or 5, or --strategy model)"
+               : fused_gathers_in_gemm(cfg)
+               ? "fused (4 kernels, the batch read from the resident images inside the GEMMs; loss and "
+                 "accuracy read at the epoch's end; --fused off: the separate kernels)"
+               : "fused (5 kernels, the batch gathered once a step into a normalised copy, --fused-gather; "
+                 "loss and accuracy read at the epoch's end; --fused off: the separate kernels)",
                graphs ? ", replayed as CUDA Graphs (--no-graph: launched one by one)" : "");
 }
 

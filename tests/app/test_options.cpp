@@ -386,4 +386,15 @@ TEST(Config, FusedAndGraphSwitches) {
   EXPECT_FALSE(nn::train::fused_in_use(parse_config(Args{"--strategy", "model"}).config));
   EXPECT_FALSE(nn::train::graphs_in_use(parse_config(Args{"--device", "cpu"}).config, false));
   EXPECT_TRUE(nn::train::graphs_in_use(parse_config(Args{"--graph", "--fused", "off"}).config, false));
+  // GEMM variant 5 has the fused step's extras too.
+  EXPECT_TRUE(nn::train::fused_in_use(parse_config(Args{"--gemm", "5"}).config));
+  // --fused-gather: where the fused step normalises the batch; auto by --hidden.
+  using nn::train::FusedGather;
+  EXPECT_EQ(d.fused_gather, FusedGather::Auto);
+  EXPECT_TRUE(nn::train::fused_gathers_in_gemm(d));
+  EXPECT_FALSE(nn::train::fused_gathers_in_gemm(parse_config(Args{"--hidden", "1024"}).config));
+  EXPECT_TRUE(nn::train::fused_gathers_in_gemm(parse_config(Args{"--hidden", "1024", "--fused-gather", "gemm"}).config));
+  EXPECT_EQ(parse_config(Args{"--fused-gather", "copy"}).config.fused_gather, FusedGather::Copy);
+  EXPECT_FALSE(nn::train::fused_gathers_in_gemm(parse_config(Args{"--fused-gather=copy"}).config));
+  EXPECT_REJECTED((Args{"--fused-gather", "both"}), "--fused-gather both: must be auto, gemm or copy");
 }
