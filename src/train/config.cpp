@@ -43,10 +43,7 @@ const char* fused_gather_name(FusedGather g) {
   return "?";
 }
 
-bool fused_gathers_in_gemm(const Config& cfg) {
-  return cfg.fused_gather == FusedGather::Gemm ||
-         (cfg.fused_gather == FusedGather::Auto && cfg.hidden <= kFusedGatherMaxHidden);
-}
+bool fused_gathers_in_gemm(const Config& cfg) { return cfg.fused_gather == FusedGather::Gemm; }
 
 const char* graphs_name(Graphs g) {
   switch (g) {

@@ -36,13 +36,13 @@ enum class Fused { Auto, On, Off };
 const char* fused_name(Fused f);
 
 // --fused-gather: where the fused step normalises the batch. Gemm: inside both GEMMs' tile
-// loads (no copy; every block row of the GEMM divides the same bytes again); Copy: once a step
-// into a normalised copy (ops gather_normalize, a fifth kernel) that both GEMMs read; Auto:
-// Gemm up to kFusedGatherMaxHidden hidden units, Copy above (H200, 2026-11-27: at H 1024 the
-// gathering GEMMs took 2.7x and 3x the time of the plain ones). The weights are the same bits.
+// loads (no copy, four kernels a step; but every block row of the GEMM reads and divides the
+// same bytes again); Copy: once a step into a normalised copy (ops gather_normalize, a fifth
+// kernel) that both GEMMs read. Auto is Copy: on an H200 (2026-11-27) it was faster at every
+// shape timed, 21.0 against 26.5 ms an epoch at 256:100 and 9.5 against 21.1 at 1024:1000 (at
+// H 1024 the gathering GEMMs took 2.7x and 3x the plain ones' time). The same weights either way.
 enum class FusedGather { Auto, Gemm, Copy };
 const char* fused_gather_name(FusedGather g);
-inline constexpr int kFusedGatherMaxHidden = 512;
 // CUDA Graphs (--graph / --no-graph): Auto is on with the fused step (device_model.h), where
 // the host then only queues a memcpy and one replay per step, and off elsewhere and on
 // GPGPU-Sim (no stream capture); On: wherever --device gpu runs (an error on GPGPU-Sim); Off: never.

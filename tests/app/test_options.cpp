@@ -158,7 +158,8 @@ TEST(Config, RejectsOverflowingValues) {
   EXPECT_REJECTED((Args{"--epochs", "2147483648"}), "must be at most 2147483647");
   EXPECT_REJECTED((Args{"--seed", "18446744073709551616"}), "must be at most 18446744073709551615");
   EXPECT_REJECTED((Args{"--lr", "1e999"}), "--lr 1e999: out of range");
-  EXPECT_REJECTED((Args{"--gemm", "5"}), "--gemm 5: must be at most 4");
+  const std::string past = std::to_string(nn::kGemmVariants);  // one past the registry's last row
+  EXPECT_REJECTED((Args{"--gemm", past}), "--gemm " + past + ": must be at most " + std::to_string(nn::kGemmVariants - 1));
 }
 
 TEST(Config, RejectsOutOfRangeReals) {
@@ -388,12 +389,11 @@ TEST(Config, FusedAndGraphSwitches) {
   EXPECT_TRUE(nn::train::graphs_in_use(parse_config(Args{"--graph", "--fused", "off"}).config, false));
   // GEMM variant 5 has the fused step's extras too.
   EXPECT_TRUE(nn::train::fused_in_use(parse_config(Args{"--gemm", "5"}).config));
-  // --fused-gather: where the fused step normalises the batch; auto by --hidden.
+  // --fused-gather: where the fused step normalises the batch; auto is the copy.
   using nn::train::FusedGather;
   EXPECT_EQ(d.fused_gather, FusedGather::Auto);
-  EXPECT_TRUE(nn::train::fused_gathers_in_gemm(d));
-  EXPECT_FALSE(nn::train::fused_gathers_in_gemm(parse_config(Args{"--hidden", "1024"}).config));
-  EXPECT_TRUE(nn::train::fused_gathers_in_gemm(parse_config(Args{"--hidden", "1024", "--fused-gather", "gemm"}).config));
+  EXPECT_FALSE(nn::train::fused_gathers_in_gemm(d));
+  EXPECT_TRUE(nn::train::fused_gathers_in_gemm(parse_config(Args{"--fused-gather", "gemm"}).config));
   EXPECT_EQ(parse_config(Args{"--fused-gather", "copy"}).config.fused_gather, FusedGather::Copy);
   EXPECT_FALSE(nn::train::fused_gathers_in_gemm(parse_config(Args{"--fused-gather=copy"}).config));
   EXPECT_REJECTED((Args{"--fused-gather", "both"}), "--fused-gather both: must be auto, gemm or copy");
