@@ -169,8 +169,8 @@ const Spec kSpecs[] = {
      if (to_bool(v)) c.graph = Graphs::Off;
      else if (c.graph == Graphs::Off) c.graph = Graphs::Auto;
    }},
-  {"fused", "M", "--device gpu: the step as four fused kernels, the batch read from the resident "
-   "images, the loss kept on the device until the epoch ends; auto (with --gemm 4 or 5, data parallel) | "
+  {"fused", "M", "--device gpu: the step as five fused kernels (four with --fused-gather gemm), the "
+   "batch taken from the resident images, the loss kept on the device until the epoch ends; auto (with --gemm 4 or 5, data parallel) | "
    "on (an error where it cannot) | off (the separate kernels, for comparison)",
    [](const Config& c) { return std::string(fused_name(c.fused)); },
    [](Config& c, const std::string& v) {

@@ -98,7 +98,8 @@ class DeviceModel {
   };
   const GraphStats& graph_stats() const { return gstats_; }
 
-  // --fused (the default with GEMM variant 4, data parallel): the step as four kernels, the
+  // --fused (the default with GEMM variants 4 and 5, data parallel): the step as four kernels
+  // (five with enable_fused's gather_in_gemm false: gather_normalize first, both GEMMs on X_), the
   // batch read straight from the resident images (docs/architecture.md, "The fused step"):
   //   1. A1 = sigmoid(W1 X + b1): variant 4 with X gathered and normalised on load;
   //   2. ops layer2_fused: scores, softmax, loss and hits, dZ2, dW2 / db2 / db1 parts, dZ1 over A1;

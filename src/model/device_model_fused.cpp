@@ -39,17 +39,15 @@ void DeviceModel<T>::enable_fused(bool on, bool gather_in_gemm) {
 template <class T>
 void DeviceModel<T>::fused_forward(int b) {
   NN_RANGE("forward");
+  // --fused-gather copy: the normalised batch, which fused_dw1 reads again.
+  if (!gather_in_gemm_) gather_normalize<T>(shard_.images.get(), lay_.D, batch_idx_.get(), b, X_.get(), stream_.get());
   NN_RANGE("forward GEMM 1");
   const T* P = params_.get();
   GemmArgs<T> g;
   g.M = lay_.H; g.N = b; g.K = lay_.D;
   g.A = P + lay_.W1(); g.lda = lay_.H;
-  if (gather_in_gemm_) {
-    g.B_u8 = shard_.images.get(); g.B_cols = batch_idx_.get();
-  } else {  // the normalised copy, read again by fused_dw1
-    gather_normalize<T>(shard_.images.get(), lay_.D, batch_idx_.get(), b, X_.get(), stream_.get());
-    g.B = X_.get();
-  }
+  if (gather_in_gemm_) { g.B_u8 = shard_.images.get(); g.B_cols = batch_idx_.get(); }
+  else g.B = X_.get();
   g.ldb = lay_.D;
   g.D = A1_.get(); g.ldd = lay_.H;
   g.epilogue = Epilogue::BiasSigmoid; g.bias = P + lay_.b1();

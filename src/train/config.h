@@ -28,7 +28,7 @@ const char* device_name(Device d);  // "gpu", "cpu"
 enum class NodeShared { Auto, On, Off };
 const char* node_shared_name(NodeShared m);
 
-// --fused: the GPU step as four kernels, the batch read straight from the resident images
+// --fused: the GPU step as four or five kernels (--fused-gather), the batch taken from the resident images
 // (device_model.h). Auto: wherever it runs (--device gpu, --gemm 4 or 5, data parallel); On: the
 // same, but an error elsewhere; Off: the twelve-kernel step of the separate kernels (the
 // reference path the fused one is measured against).

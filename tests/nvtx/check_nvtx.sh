@@ -142,12 +142,12 @@ EXPECTED = (["train setup", "train (gpu)", "batch iteration", "forward", "backwa
             "softmax_xent", "row_sums", "sigmoid_backward", "sgd_update"])
 EXPECTED_RANK0 = ["evaluate", "count_correct"]  # rank 0 evaluates validation and test sets
 if fused:
-    # Four kernels a step, the batch read inside the forward GEMM: the layer-2 GEMM and the
-    # normalising gather run in the evaluations only (rank 0), the separate kernels never.
+    # Five kernels a step (--fused-gather auto: the batch's normalised copy, then the forward
+    # GEMM): the layer-2 GEMM runs in the evaluations only (rank 0), the separate kernels never.
     EXPECTED = (["train setup", "train (gpu)", "batch iteration", "forward", "backward", "forward GEMM 1",
-                 "layer 2, fused", "layer2_fused", "layer2_finish", "backward GEMM 3"]
+                 "gather_normalize", "layer 2, fused", "layer2_fused", "layer2_finish", "backward GEMM 3"]
                 + (ROUND_TRIP + ["step", "sgd_update"] if np_ranks > 1 else []))
-    EXPECTED_RANK0 = EXPECTED_RANK0 + ["forward GEMM 2", "gather_normalize"]
+    EXPECTED_RANK0 = EXPECTED_RANK0 + ["forward GEMM 2"]
 # The course ranges directly inside one "batch iteration", in order ("forward" is absent
 # only for an empty slice).
 ITERATION = ["forward", "backward"] + (ROUND_TRIP if np_ranks > 1 else []) + ["step"]
