@@ -67,7 +67,8 @@ bool cublas_is_baseline() { return !kEmulator && nn::gemm_variant_available(0); 
                "  --variants  the variants to run (default: every available one, 0..%d)\n"
                "  --quick     smaller B and H (for the emulator: the whole run takes < 2 minutes)\n"
                "  --configs   also time each tile configuration of variant 4 (warptile:BMxBN)\n"
-               "  --splits    with --configs: each configuration at each of these split-K slice counts\n"
+               "  --splits    with --configs (variant 4) or --tf32 (variant 5): each configuration at\n"
+               "              each of these split-K slice counts\n"
                "              (warptile:BMxBN/sS; the kernel may use fewer: no slice is left empty)\n"
                "  --only      only the shapes whose name starts with one of these prefixes (e.g. dW1,dW2)\n"
                "  --hidden, --batch  the network's H and the global batch B (default 512 and 3000)\n"
@@ -132,7 +133,7 @@ Options parse(int argc, char** argv) {
   if (o.variants.empty())
     for (int v = 0; v < nn::kGemmVariants; ++v) o.variants.push_back(v);
   if (o.repeats == 0) o.repeats = kEmulator ? 1 : 20;
-  if (!o.splits.empty() && !o.configs) usage(argv[0], "--splits needs --configs");
+  if (!o.splits.empty() && !o.configs && !o.tf32) usage(argv[0], "--splits needs --configs or --tf32");
   if (!o.only.empty() && shapes(o).empty()) usage(argv[0], "--only " + o.only + " matches no shape");
   return o;
 }
@@ -276,7 +277,7 @@ struct Bench {
 
   void run_kernel(const Kernel& k, const nn::GemmArgs<T>& a) {
     if constexpr (std::is_same_v<T, float>)
-      if (k.products) return nn::gemm_tuning::gemm_tf32_with(k.cfg, k.products, a);
+      if (k.products) return nn::gemm_tuning::gemm_tf32_with(k.cfg, k.products, a, 0, k.cfg < 0 ? 0 : k.splits);
     if (k.cfg < 0) nn::gemm(k.variant, a);
     else nn::gemm_tuning::gemm_warptile_with_config(k.cfg, k.splits, a);
   }
@@ -370,8 +371,12 @@ struct Bench {
         for (int sp : opt.splits) kernels.push_back({4, c, name + "/s" + std::to_string(sp), sp});
       }
     if (opt.tf32 && std::is_same_v<T, float> && nn::gemm_variant_available(5)) {
-      for (int c = 0; c < nn::gemm_tuning::kTf32Configs; ++c)
-        kernels.push_back({5, c, std::string("tf32x3:") + nn::gemm_tuning::tf32_config_name(c), 0, 3});
+      for (int c = 0; c < nn::gemm_tuning::kTf32Configs; ++c) {
+        const std::string name = std::string("tf32x3:") + nn::gemm_tuning::tf32_config_name(c);
+        kernels.push_back({5, c, name, 1, 3});
+        for (int sp : opt.splits)
+          if (sp != 1) kernels.push_back({5, c, name + "/s" + std::to_string(sp), sp, 3});
+      }
       kernels.push_back({5, -1, "tf32x1 (plain TF32)", 0, 1});
     }
     if (!opt.csv.empty()) {

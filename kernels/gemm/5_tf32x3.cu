@@ -21,6 +21,7 @@
 
 #include <mma.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -49,8 +50,9 @@ template <int ID> struct TcCfg;
 template <> struct TcCfg<0> : TcShape<128, 128, 16, 64, 32> {};  // 8 warps: big problems
 template <> struct TcCfg<1> : TcShape<64, 64, 16, 32, 32> {};    // 4 warps
 template <> struct TcCfg<2> : TcShape<32, 32, 16, 16, 16> {};    // 4 warps: small problems
-constexpr int kTcConfigs = 3;
-constexpr int kTcTileM[kTcConfigs] = {128, 64, 32}, kTcTileN[kTcConfigs] = {128, 64, 32};
+template <> struct TcCfg<3> : TcShape<128, 64, 16, 64, 32> {};   // 4 warps, config 0's warp tile
+constexpr int kTcConfigs = 4;
+constexpr int kTcTileM[kTcConfigs] = {128, 64, 32, 128}, kTcTileN[kTcConfigs] = {128, 64, 32, 64};
 
 enum TcVec { kTcVecA = 1, kTcVecB = 2, kTcVecD = 4 };
 
@@ -138,9 +140,10 @@ __device__ __forceinline__ void round_tf32(Frag& f) {
 // likewise, so every global load is a straight copy. kGatherB: B is the gathered uint8 batch.
 template <class S, Op OA, Op OB, bool kGatherB, int kProducts>
 __global__ void __launch_bounds__(S::kThreads)
-gemm_tf32x3_kernel(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
-                   float beta, const float* C, int ldc, float* D, int ldd, Epilogue ep, const float* bias,
-                   int vec, const std::uint8_t* Bu8, const std::uint32_t* Bcols, float step_lr) {
+gemm_tf32x3_kernel(int M, int N, int K, int k_split, float alpha, const float* A, int lda, const float* B,
+                   int ldb, float beta, const float* C, int ldc, float* D, int ldd, Epilogue ep,
+                   const float* bias, int vec, float* ws, unsigned* counters, const std::uint8_t* Bu8,
+                   const std::uint32_t* Bcols, float step_lr) {
   static_assert(kProducts == 1 || kProducts == 3, "plain TF32 or the three-product compensation");
   constexpr int BM = S::BM, BN = S::BN, BK = S::BK, NT = S::kThreads;
   constexpr bool kAcol = OA == Op::N;  // A(m, k) at As[k][m]; else As[m][k]
@@ -151,21 +154,24 @@ gemm_tf32x3_kernel(int M, int N, int K, float alpha, const float* A, int lda, co
   constexpr int kWarps = NT / 32;
   constexpr int kSmem = 2 * kBuf > kWarps * 256 ? 2 * kBuf : kWarps * 256;
   __shared__ __align__(32) float smem[kSmem];
+  __shared__ int is_last;
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int wm = warp % S::kWarpsM, wn = warp / S::kWarpsM;
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
   const bool vecA = vec & kTcVecA, vecB = vec & kTcVecB;
+  const int k_begin = blockIdx.z * k_split;
+  const int k_end = min(K, k_begin + k_split);
 
   SA la;
   SB lb;
   const auto load = [&](int k0) {
-    if constexpr (kAcol) la.load(A, nullptr, nullptr, lda, m0, M, k0, K, vecA, tid);
-    else la.load(A, nullptr, nullptr, lda, k0, K, m0, M, vecA, tid);
-    if constexpr (kBcol) lb.load(B, Bu8, Bcols, ldb, k0, K, n0, N, vecB, tid);
-    else lb.load(B, Bu8, Bcols, ldb, n0, N, k0, K, vecB, tid);
+    if constexpr (kAcol) la.load(A, nullptr, nullptr, lda, m0, M, k0, k_end, vecA, tid);
+    else la.load(A, nullptr, nullptr, lda, k0, k_end, m0, M, vecA, tid);
+    if constexpr (kBcol) lb.load(B, Bu8, Bcols, ldb, k0, k_end, n0, N, vecB, tid);
+    else lb.load(B, Bu8, Bcols, ldb, n0, N, k0, k_end, vecB, tid);
   };
-  load(0);
+  load(k_begin);
   la.store(smem, tid);
   lb.store(smem + SA::kSize, tid);
   __syncthreads();
@@ -180,62 +186,122 @@ gemm_tf32x3_kernel(int M, int N, int K, float alpha, const float* A, int lda, co
 #pragma unroll
     for (int j = 0; j < S::FN; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
 
-  const int ntiles = (K + BK - 1) / BK;
+  const int ntiles = (k_end - k_begin + BK - 1) / BK;
   for (int t = 0; t < ntiles; ++t) {
     const float* As = smem + (t & 1) * kBuf;
     const float* Bs = As + SA::kSize;
     // Tile t+1's global loads are in flight while tile t is multiplied (past the end they are
     // all out of range: zeros, no memory traffic).
-    load((t + 1) * BK);
+    load(k_begin + (t + 1) * BK);
+    // The tile's products are summed on the tensor cores from zero into part (the two small
+    // correction products of each k-step first, then the main one), and part is added to the
+    // running sum acc in FP32 on the CUDA cores, rounding to nearest. Accumulating the running
+    // sum itself on the tensor cores made the error grow with K: measured on an H200, 13x
+    // variant 4's at 4096^3 and 32x at dW1 (K = 3000), as a tensor core's sum does not round
+    // to nearest. Every part of the warp tile is live at once and each product is issued over
+    // all of them before the next: FM * FN independent MMA chains, not one chain of 3 * KS
+    // dependent MMAs at a time (the first version's order, whose tensor pipe waited on each
+    // MMA's latency; H200, call 3: 38% busy).
+    wmma::fragment<wmma::accumulator, 16, 16, 8, float> part[S::FM][S::FN];
+#pragma unroll
+    for (int i = 0; i < S::FM; ++i)
+#pragma unroll
+      for (int j = 0; j < S::FN; ++j) wmma::fill_fragment(part[i][j], 0.0f);
     constexpr int KS = BK / 8;  // k-steps of 8 in a tile
-    FragA a_big[KS][S::FM], a_small[KS][S::FM];
-    FragB b_big[KS][S::FN], b_small[KS][S::FN];
 #pragma unroll
     for (int ks = 0; ks < KS; ++ks) {
       const int kk = ks * 8;
+      FragA a_big[S::FM], a_small[S::FM];
+      FragB b_big[S::FN], b_small[S::FN];
 #pragma unroll
       for (int i = 0; i < S::FM; ++i) {
         const int m = wm * S::WM + i * 16;
-        wmma::load_matrix_sync(a_big[ks][i], kAcol ? As + kk * SA::LD + m : As + m * SA::LD + kk, SA::LD);
-        if constexpr (kProducts == 3) split(a_big[ks][i], a_small[ks][i]);
-        else round_tf32(a_big[ks][i]);
+        wmma::load_matrix_sync(a_big[i], kAcol ? As + kk * SA::LD + m : As + m * SA::LD + kk, SA::LD);
+        if constexpr (kProducts == 3) split(a_big[i], a_small[i]);
+        else round_tf32(a_big[i]);
       }
 #pragma unroll
       for (int j = 0; j < S::FN; ++j) {
         const int n = wn * S::WN + j * 16;
-        wmma::load_matrix_sync(b_big[ks][j], kBcol ? Bs + n * SB::LD + kk : Bs + kk * SB::LD + n, SB::LD);
-        if constexpr (kProducts == 3) split(b_big[ks][j], b_small[ks][j]);
-        else round_tf32(b_big[ks][j]);
+        wmma::load_matrix_sync(b_big[j], kBcol ? Bs + n * SB::LD + kk : Bs + kk * SB::LD + n, SB::LD);
+        if constexpr (kProducts == 3) split(b_big[j], b_small[j]);
+        else round_tf32(b_big[j]);
       }
+      if constexpr (kProducts == 3) {
+#pragma unroll
+        for (int i = 0; i < S::FM; ++i)
+#pragma unroll
+          for (int j = 0; j < S::FN; ++j) wmma::mma_sync(part[i][j], a_small[i], b_big[j], part[i][j]);
+#pragma unroll
+        for (int i = 0; i < S::FM; ++i)
+#pragma unroll
+          for (int j = 0; j < S::FN; ++j) wmma::mma_sync(part[i][j], a_big[i], b_small[j], part[i][j]);
+      }
+#pragma unroll
+      for (int i = 0; i < S::FM; ++i)
+#pragma unroll
+        for (int j = 0; j < S::FN; ++j) wmma::mma_sync(part[i][j], a_big[i], b_big[j], part[i][j]);
     }
-    // The tile's products are summed on the tensor cores from zero (the two small correction
-    // products of each k-step first, then the main one), and that partial sum is added to the
-    // running sum in FP32 on the CUDA cores, rounding to nearest. Accumulating the running sum
-    // itself on the tensor cores made the error grow with K: measured on an H200, 13x variant
-    // 4's at 4096^3 and 32x at dW1 (K = 3000), as a tensor core's sum does not round to nearest.
 #pragma unroll
     for (int i = 0; i < S::FM; ++i)
 #pragma unroll
-      for (int j = 0; j < S::FN; ++j) {
-        wmma::fragment<wmma::accumulator, 16, 16, 8, float> part;
-        wmma::fill_fragment(part, 0.0f);
+      for (int j = 0; j < S::FN; ++j)
 #pragma unroll
-        for (int ks = 0; ks < KS; ++ks) {
-          if constexpr (kProducts == 3) {
-            wmma::mma_sync(part, a_small[ks][i], b_big[ks][j], part);
-            wmma::mma_sync(part, a_big[ks][i], b_small[ks][j], part);
-          }
-          wmma::mma_sync(part, a_big[ks][i], b_big[ks][j], part);
-        }
-#pragma unroll
-        for (int e = 0; e < part.num_elements; ++e) acc[i][j].x[e] += part.x[e];
-      }
+        for (int e = 0; e < acc[i][j].num_elements; ++e) acc[i][j].x[e] += part[i][j].x[e];
     // The other buffer was last read in iteration t-1, finished by every thread before the
     // barrier that ended it.
     float* next = smem + ((t + 1) & 1) * kBuf;
     la.store(next, tid);
     lb.store(next + SA::kSize, tid);
     __syncthreads();
+  }
+
+  // Split-K (gridDim.z slices, each a whole number of k-tiles): every slice writes its running
+  // sums to ws; the last slice to arrive at a tile (a per-tile counter, no spinning) adds all
+  // slices in slice order from zero, so the result does not depend on which block came last,
+  // runs the epilogue and resets the counter for the next launch. As in variant 4.
+  if (gridDim.z > 1) {
+    constexpr int kPer = S::FM * S::FN * 8;  // accumulator elements per lane
+    const std::size_t tile = blockIdx.x + static_cast<std::size_t>(blockIdx.y) * gridDim.x;
+    float* mine = ws + ((tile * gridDim.z + blockIdx.z) * NT + tid) * kPer;
+#pragma unroll
+    for (int i = 0; i < S::FM; ++i)
+#pragma unroll
+      for (int j = 0; j < S::FN; ++j)
+#pragma unroll
+        for (int e = 0; e < 8; e += 4)
+          store_vector(reinterpret_cast<float4*>(mine + (i * S::FN + j) * 8 + e),
+                       make_float4(acc[i][j].x[e], acc[i][j].x[e + 1], acc[i][j].x[e + 2], acc[i][j].x[e + 3]));
+    __threadfence();  // publish the partials before the counter says they are there
+    __syncthreads();
+    if (tid == 0) {
+      const unsigned prev = atomicAdd(&counters[tile], 1u);
+      is_last = prev == gridDim.z - 1;
+      if (is_last) counters[tile] = 0;
+    }
+    __syncthreads();
+    if (!is_last) return;
+    __threadfence();
+#pragma unroll
+    for (int i = 0; i < S::FM; ++i)
+#pragma unroll
+      for (int j = 0; j < S::FN; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
+    for (unsigned z = 0; z < gridDim.z; ++z) {
+      const float* p = ws + ((tile * gridDim.z + z) * NT + tid) * kPer;
+#pragma unroll
+      for (int i = 0; i < S::FM; ++i)
+#pragma unroll
+        for (int j = 0; j < S::FN; ++j)
+#pragma unroll
+          for (int e = 0; e < 8; e += 4) {
+            // L2 only (__ldcg): other SMs wrote it.
+            const float4 u = __ldcg(reinterpret_cast<const float4*>(p + (i * S::FN + j) * 8 + e));
+            acc[i][j].x[e] += u.x;
+            acc[i][j].x[e + 1] += u.y;
+            acc[i][j].x[e + 2] += u.z;
+            acc[i][j].x[e + 3] += u.w;
+          }
+    }
   }
 
   // Epilogue, one 16x16 fragment at a time through this warp's scratch (the tile buffers are
@@ -295,8 +361,28 @@ gemm_tf32x3_kernel(int M, int N, int K, float alpha, const float* A, int lda, co
     }
 }
 
+// Blocks of configuration ID that one SM holds (registers and shared memory decide), asked of
+// the runtime once per kernel instantiation.
+template <class Kernel>
+int resident_blocks(Kernel k, int threads) {
+  int n = 0;
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, threads, 0));
+  return n > 0 ? n : 1;
+}
+
+// k-slices for t tiles of which `resident` fit an SM at once: none if the tiles already fill
+// every SM; else enough slices to fill them, at most 16 and each at least kMinTcSlice long
+// (so only the long-K weight gradients split).
+constexpr int kMinTcSlice = 256;
+int plan_tc_splits(long t, int resident, int K) {
+  const long target = long(resident) * warptile::sm_count();
+  if (t >= target) return 1;
+  return static_cast<int>(std::clamp<long>((target + t - 1) / t, 1, std::clamp(K / kMinTcSlice, 1, 16)));
+}
+
+// splits >= 1: that many k-slices (1: none); 0: plan_tc_splits.
 template <int ID, int kProducts>
-void launch_tc(const GemmArgs<float>& a, cudaStream_t s) {
+void launch_tc(const GemmArgs<float>& a, cudaStream_t s, int splits) {
   using S = TcCfg<ID>;
   auto vec_ok = [](const void* p, int ld) { return aligned16(p) && ld % 4 == 0; };
   int vec = 0;
@@ -304,11 +390,28 @@ void launch_tc(const GemmArgs<float>& a, cudaStream_t s) {
   if (a.B_u8 ? (reinterpret_cast<std::uintptr_t>(a.B_u8) % 4 == 0 && a.ldb % 4 == 0) : vec_ok(a.B, a.ldb))
     vec |= kTcVecB;
   if (vec_ok(a.D, a.ldd) && (!a.C || vec_ok(a.C, a.ldc))) vec |= kTcVecD;
-  const dim3 grid((a.M + S::BM - 1) / S::BM, (a.N + S::BN - 1) / S::BN);
   const auto launch = [&]<Op OA, Op OB, bool kGather>() {
-    gemm_tf32x3_kernel<S, OA, OB, kGather, kProducts><<<grid, S::kThreads, 0, s>>>(
-        a.M, a.N, a.K, a.alpha, a.A, a.lda, a.B, a.ldb, a.beta, a.C, a.ldc, a.D, a.ldd, a.epilogue,
-        a.bias, vec, a.B_u8, a.B_cols, a.step_lr);
+    const auto kernel = gemm_tf32x3_kernel<S, OA, OB, kGather, kProducts>;
+    dim3 grid((a.M + S::BM - 1) / S::BM, (a.N + S::BN - 1) / S::BN, 1);
+    if (splits <= 0) {
+      static const int resident = resident_blocks(kernel, S::kThreads);
+      splits = plan_tc_splits(long(grid.x) * grid.y, resident, a.K);
+    }
+    // Each slice gets a whole number of BK-tiles; recount so that no slice is empty.
+    int k_split = (a.K + splits - 1) / splits;
+    k_split = (k_split + S::BK - 1) / S::BK * S::BK;
+    grid.z = k_split > 0 ? (a.K + k_split - 1) / k_split : 1;
+    float* ws = nullptr;
+    unsigned* counters = nullptr;
+    if (grid.z > 1) {
+      const std::size_t n_tiles = std::size_t(grid.x) * grid.y;
+      warptile::Workspace& w = warptile::workspace(s, n_tiles * grid.z * S::BM * S::BN * sizeof(float), n_tiles);
+      ws = static_cast<float*>(w.partial);
+      counters = w.counters;
+    }
+    kernel<<<grid, S::kThreads, 0, s>>>(a.M, a.N, a.K, k_split, a.alpha, a.A, a.lda, a.B, a.ldb, a.beta,
+                                        a.C, a.ldc, a.D, a.ldd, a.epilogue, a.bias, vec, ws, counters,
+                                        a.B_u8, a.B_cols, a.step_lr);
     CHECK_LAUNCH("gemm_tf32x3_kernel");
   };
   // The gathered batch is B of the forward GEMM (op N) and of dW1 (op T), op(A) = N in both.
@@ -336,11 +439,12 @@ int plan_tc(int M, int N) {
 }
 
 template <int kProducts>
-void run_tc(const GemmArgs<float>& a, cudaStream_t s, int cfg) {
+void run_tc(const GemmArgs<float>& a, cudaStream_t s, int cfg, int splits) {
   switch (cfg < 0 ? plan_tc(a.M, a.N) : cfg) {
-    case 0: launch_tc<0, kProducts>(a, s); break;
-    case 1: launch_tc<1, kProducts>(a, s); break;
-    default: launch_tc<2, kProducts>(a, s); break;
+    case 0: launch_tc<0, kProducts>(a, s, splits); break;
+    case 1: launch_tc<1, kProducts>(a, s, splits); break;
+    case 2: launch_tc<2, kProducts>(a, s, splits); break;
+    default: launch_tc<3, kProducts>(a, s, splits); break;
   }
 }
 
@@ -348,16 +452,16 @@ void run_tc(const GemmArgs<float>& a, cudaStream_t s, int cfg) {
 
 int tf32_plan(int M, int N) { return plan_tc(M, N); }
 
-void tf32_run(const GemmArgs<float>& a, cudaStream_t s, int cfg, int products) {
+void tf32_run(const GemmArgs<float>& a, cudaStream_t s, int cfg, int products, int splits) {
   NN_RANGE("gemm_tf32x3");
-  if (products == 1) run_tc<1>(a, s, cfg);
-  else run_tc<3>(a, s, cfg);
+  if (products == 1) run_tc<1>(a, s, cfg, splits);
+  else run_tc<3>(a, s, cfg, splits);
 }
 
 // The registry's launcher (gemm/variants.h): the three-product compensation, tiles per shape.
 template <class T>
 void gemm_tf32x3(const GemmArgs<T>& a, cudaStream_t s) {
-  if constexpr (std::is_same_v<T, float>) tf32_run(a, s, -1, 3);
+  if constexpr (std::is_same_v<T, float>) tf32_run(a, s, -1, 3, 0);
   else warptile_run(a, s, -1, 0);  // no TF32 for double: variant 4's kernel
 }
 
@@ -368,7 +472,7 @@ template void gemm_tf32x3<double>(const GemmArgs<double>&, cudaStream_t);
 
 namespace nn::gemm_tuning {
 const char* tf32_config_name(int cfg) {
-  static const char* const names[] = {"128x128", "64x64", "32x32"};
+  static const char* const names[] = {"128x128", "64x64", "32x32", "128x64"};
   return cfg >= 0 && cfg < kTf32Configs ? names[cfg] : "unknown";
 }
 static_assert(kTf32Configs == nn::gemm_detail::kTcConfigs, "gemm.h's kTf32Configs");

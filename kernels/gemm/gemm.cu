@@ -122,14 +122,15 @@ void gemm_warptile_with_config(int cfg, int splits, const GemmArgs<T>& args, cud
   gemm_detail::warptile_run(a, s, cfg, splits);
 }
 
-void gemm_tf32_with(int cfg, int products, const GemmArgs<float>& args, cudaStream_t s) {
+void gemm_tf32_with(int cfg, int products, const GemmArgs<float>& args, cudaStream_t s, int splits) {
   if (cfg < -1 || cfg >= kTf32Configs) bad("unknown tf32 config " + std::to_string(cfg));
   if (products != 1 && products != 3) bad("tf32 products must be 1 or 3, got " + std::to_string(products));
+  if (splits < 0) bad("negative split count " + std::to_string(splits));
   gemm_detail::validate(args);
   GemmArgs<float> a = args;
   if (a.beta == 0.0f && a.epilogue != Epilogue::Step) a.C = nullptr;
   if (a.N > gemm_detail::kMaxColumnsPerLaunch) bad("gemm_tf32_with: N above kMaxColumnsPerLaunch");
-  gemm_detail::tf32_run(a, s, cfg, products);
+  gemm_detail::tf32_run(a, s, cfg, products, splits);
 }
 }  // namespace gemm_tuning
 

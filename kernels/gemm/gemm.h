@@ -94,10 +94,12 @@ WarptilePlan warptile_plan(int M, int N, int K);  // what gemm(4, ...) runs on t
 template <class T>
 void gemm_warptile_with_config(int cfg, int splits, const GemmArgs<T>& a, cudaStream_t s = 0);
 // Variant 5 (float only): tile configuration cfg (-1: chosen per shape, tf32_plan) and products
-// 3 (the TF32 compensation, what gemm(5, ...) runs) or 1 (plain TF32, for comparison only).
-constexpr int kTf32Configs = 3;
-const char* tf32_config_name(int cfg);  // "128x128", "64x64", "32x32" (BM x BN)
-void gemm_tf32_with(int cfg, int products, const GemmArgs<float>& a, cudaStream_t s = 0);
+// 3 (the TF32 compensation, what gemm(5, ...) runs) or 1 (plain TF32, for comparison only);
+// splits >= 1 forces that many k-slices (1: no split-K, the same bits in every configuration),
+// 0 lets the plan choose (what gemm(5, ...) does).
+constexpr int kTf32Configs = 4;
+const char* tf32_config_name(int cfg);  // "128x128", "64x64", "32x32", "128x64" (BM x BN)
+void gemm_tf32_with(int cfg, int products, const GemmArgs<float>& a, cudaStream_t s = 0, int splits = 1);
 }  // namespace gemm_tuning
 
 // ---------------------------------------------------------------------------------------
@@ -122,8 +124,9 @@ void release_cublas_handle();
 // Variant 4 with a forced tile configuration: cfg < 0: chosen per shape; splits == 0: chosen
 // per shape (see 4_warptile_plan.cu). gemm_warptile(a, s) is warptile_run(a, s, -1, 0).
 template <class T> void warptile_run(const GemmArgs<T>& a, cudaStream_t s, int cfg, int splits);
-// Variant 5 with a forced configuration (cfg < 0: tf32_plan) and 1 or 3 products.
-void tf32_run(const GemmArgs<float>& a, cudaStream_t s, int cfg, int products);
+// Variant 5 with a forced configuration (cfg < 0: tf32_plan), 1 or 3 products, and k-slices
+// (0: planned per shape).
+void tf32_run(const GemmArgs<float>& a, cudaStream_t s, int cfg, int products, int splits);
 int tf32_plan(int M, int N);  // the configuration gemm(5, ...) runs at M x N
 
 // Calls f.template operator()<opA, opB>() (f is a C++20 template lambda): each variant's

@@ -193,10 +193,44 @@ TEST(Tf32x3, EveryTileConfigurationGivesTheSameBits) {
     }
 }
 
+// Split-K (the plan splits the long-K weight gradients): each slice count gives the same bits
+// in every configuration and on every run (the last block sums the slices in slice order and
+// resets its tile's counter), and an error within 2x of the unsplit product's.
+TEST(Tf32x3, SplitKIsDeterministicAndAsAccurate) {
+  for (Op oa : {Op::N, Op::T})
+    for (Op ob : {Op::N, Op::T}) {
+      SCOPED_TRACE(testing::Message() << "op " << int(oa) << int(ob));
+      Problem p(oa, ob, 40, 36, 600, 1.0, -1.0, 17u + unsigned(oa) * 2 + unsigned(ob));
+      GemmArgs<float> g = p.args();
+      g.epilogue = Epilogue::BiasSigmoid;
+      const std::vector<float> bias(40, -0.5f);
+      const nn::DeviceBuffer<float> d_bias = nn::test::to_device(bias);
+      g.bias = d_bias.get();
+      nn::gemm_tuning::gemm_tf32_with(1, 3, p.args(), 0, 1);
+      const double e1 = p.error();
+      nn::gemm_tuning::gemm_tf32_with(1, 3, p.args(), 0, 3);
+      const double e3 = p.error();
+      EXPECT_LE(e3, 2.0 * e1 + 1e-9) << "3 slices: error " << e3 << " against " << e1 << " unsplit";
+      nn::gemm_tuning::gemm_tf32_with(0, 3, g, 0, 3);
+      const std::vector<float> first = nn::test::to_host(p.dD);
+      for (int cfg = 0; cfg < nn::gemm_tuning::kTf32Configs; ++cfg)
+        for (int rep = 0; rep < 2; ++rep) {
+          nn::gemm_tuning::gemm_tf32_with(cfg, 3, g, 0, 3);
+          EXPECT_TRUE(nn::test::same_bits(nn::test::to_host(p.dD), first))
+              << "config " << nn::gemm_tuning::tf32_config_name(cfg) << " run " << rep;
+        }
+      nn::gemm_tuning::gemm_tf32_with(1, 3, g, 0, 1);
+      EXPECT_FALSE(nn::test::same_bits(nn::test::to_host(p.dD), first))
+          << "3 slices gave the unsplit bits: was K split at all?";
+    }
+}
+
 TEST(Tf32x3, BadArgumentsAreRefused) {
   Problem p(Op::N, Op::N, 8, 8, 8, 1.0, -1.0, 1u);
-  EXPECT_THROW(nn::gemm_tuning::gemm_tf32_with(3, 3, p.args()), std::invalid_argument);
+  EXPECT_THROW(nn::gemm_tuning::gemm_tf32_with(nn::gemm_tuning::kTf32Configs, 3, p.args()), std::invalid_argument);
+  EXPECT_THROW(nn::gemm_tuning::gemm_tf32_with(-2, 3, p.args()), std::invalid_argument);
   EXPECT_THROW(nn::gemm_tuning::gemm_tf32_with(0, 2, p.args()), std::invalid_argument);
+  EXPECT_THROW(nn::gemm_tuning::gemm_tf32_with(0, 3, p.args(), 0, -1), std::invalid_argument);
   GemmArgs<float> g = p.args();
   g.K = 0;
   EXPECT_THROW(nn::gemm_tuning::gemm_tf32_with(0, 3, g), std::invalid_argument);
