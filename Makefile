@@ -74,7 +74,7 @@ HOST_SRCS   := $(sort $(filter-out src/app/main.cpp,$(wildcard src/*/*.cpp src/*
 KERNEL_SRCS := $(sort $(wildcard kernels/*/*.cu))
 TEST_SRCS   := $(sort $(filter-out tests/nvtx/% tests/fuzz/%,$(wildcard tests/*.cpp tests/*/*.cpp)))
 TEST_CU     := $(sort $(wildcard tests/*/*.cu))
-BENCH_SRCS  := $(sort $(wildcard bench/*.cpp))
+BENCH_SRCS  := $(sort $(wildcard bench/*.cpp bench/*.cu))
 SIM_SRCS    := $(sort $(wildcard sim/runtime/*.cpp))
 
 obj = $(addprefix $(1)/obj/,$(addsuffix .o,$(basename $(2))))
@@ -124,8 +124,8 @@ $(CPU_TRAIN): $(CPU_DIR)/obj/src/app/main.o $(CPU_LIB) $(CPU_SIMLIB)
 	@mkdir -p $(dir $@)
 	$(call step,LINK,cpu,$(notdir $@))$(MPICXX) $^ $(CPU_LDLIBS) -o $@
 
-# Each bench/*.cpp is one program, linked with the project library.
-CPU_BENCH := $(patsubst bench/%.cpp,$(CPU_DIR)/bin/%,$(BENCH_SRCS))
+# Each bench/*.cpp or bench/*.cu is one program, linked with the project library.
+CPU_BENCH := $(patsubst bench/%,$(CPU_DIR)/bin/%,$(basename $(BENCH_SRCS)))
 $(CPU_BENCH): $(CPU_DIR)/bin/%: $(CPU_DIR)/obj/bench/%.o $(CPU_LIB) $(CPU_SIMLIB)
 	@mkdir -p $(dir $@)
 	$(call step,LINK,cpu,$(notdir $@))$(MPICXX) $^ $(CPU_LDLIBS) -o $@
@@ -162,13 +162,13 @@ $(CUDA_DIR)/obj/src/model/cpu_model.o: CUDA_CXXFLAGS += $(CPU_MODEL_OMP)
 $(CUDA_DIR)/obj/%.o: %.cu | setup
 	@mkdir -p $(dir $@)
 	$(call step,NVCC,cuda,$<)$(NVCC) $(NVCCFLAGS) -c $< -o $@
-# TF32 tensor-core code (GEMM variant 5 and its test) is built as machine code (SASS) only, no
-# PTX: GPGPU-Sim parses every PTX of a binary at start and knows no TF32 wmma or cvt, so one
-# such PTX would stop it for every kernel (tests/gpgpusim/README.md). A GPU newer than
-# CUDA_ARCH then needs a build with its own CUDA_ARCH for variant 5.
+# TF32 tensor-core code (GEMM variant 5, its test, bench/tc_peak.cu) is built as machine code
+# (SASS) only, no PTX: GPGPU-Sim parses every PTX of a binary at start and knows no TF32 wmma or
+# cvt, so one such PTX would stop it for every kernel (tests/gpgpusim/README.md). A GPU newer
+# than CUDA_ARCH then needs a build with its own CUDA_ARCH for variant 5 (and tc_peak).
 CUDA_SASS_ONLY := $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a))
 $(CUDA_DIR)/obj/kernels/gemm/5_tf32x3.o $(CUDA_DIR)/obj/tests/kernels/test_gemm_tf32x3.o \
-$(CUDA_DIR)/obj/tests/sim/test_sim_wmma.o: \
+$(CUDA_DIR)/obj/tests/sim/test_sim_wmma.o $(CUDA_DIR)/obj/bench/tc_peak.o: \
   NVCCFLAGS := $(filter-out $(CUDA_GENCODE),$(NVCCFLAGS)) $(CUDA_SASS_ONLY)
 
 $(CUDA_LIB): $(CUDA_HOST_OBJ) $(CUDA_KERN_OBJ)
@@ -178,7 +178,7 @@ $(CUDA_TRAIN): $(CUDA_DIR)/obj/src/app/main.o $(CUDA_LIB)
 	@mkdir -p $(dir $@)
 	$(call step,LINK,cuda,$(notdir $@))$(MPICXX) $^ $(CUDA_LDLIBS) -o $@
 
-CUDA_BENCH := $(patsubst bench/%.cpp,$(CUDA_DIR)/bin/%,$(BENCH_SRCS))
+CUDA_BENCH := $(patsubst bench/%,$(CUDA_DIR)/bin/%,$(basename $(BENCH_SRCS)))
 $(CUDA_BENCH): $(CUDA_DIR)/bin/%: $(CUDA_DIR)/obj/bench/%.o $(CUDA_LIB)
 	@mkdir -p $(dir $@)
 	$(call step,LINK,cuda,$(notdir $@))$(MPICXX) $^ $(CUDA_LDLIBS) -o $@
@@ -280,8 +280,9 @@ test-sim-examples: setup
 # dependency graph from make's own database (setup before everything, `make run` builds only
 # what it runs, `make` both builds); each setup component before the targets that need it;
 # simultaneous launches through slurm/mpirun.sh, which must never collide; make cpu-gemm-lab's
-# two programs at a small size.
-test-build: $(CPU_TRAIN) $(CPU_DIR)/bin/gemm_bench data $(CPU_GEMM_DIR)/bin/cpu_gemm_lab $(CPU_GEMM_DIR)/bin/fma_peak
+# two programs at a small size; tc_peak --quick on the emulator (its kernels' results checked).
+test-build: $(CPU_TRAIN) $(CPU_DIR)/bin/gemm_bench data $(CPU_GEMM_DIR)/bin/cpu_gemm_lab $(CPU_GEMM_DIR)/bin/fma_peak \
+            $(CPU_DIR)/bin/tc_peak
 	@echo "== tests/build/check_sizes.py: every file of src/ at most 400 lines, every function at most 60 =="
 	@$(PYTHON) tests/build/check_sizes.py src
 	@echo "== tests/build/check_links.py: every link and repository path in the Markdown files exists =="
@@ -295,6 +296,8 @@ test-build: $(CPU_TRAIN) $(CPU_DIR)/bin/gemm_bench data $(CPU_GEMM_DIR)/bin/cpu_
 	@echo "== make cpu-gemm-lab's programs, small: OpenBLAS's five step GEMMs checked against float64 sums; the FMA loop runs =="
 	@$(CPU_GEMM_DIR)/bin/cpu_gemm_lab --lib openblas=$(OPENBLAS_SO) --shapes 16:8,33:7 --procs 1,2 --seconds 0.01 >/dev/null
 	@$(CPU_GEMM_DIR)/bin/fma_peak --threads 1 --seconds 0.02 --repeats 1 | grep -q '^peak, 1 thread: '
+	@echo "== tc_peak --quick (emulator): the WMMA TF32 and FP32 FMA peak kernels run and store exact results =="
+	@$(if $(filter 1,$(SANITIZE)),$(SAN_ENV)1 )$(CPU_DIR)/bin/tc_peak --quick > $(BUILD)/tc_peak_quick.txt || { cat $(BUILD)/tc_peak_quick.txt; exit 1; }
 	@echo "== tests/build/concurrent_runs.sh: simultaneous launches, each with its own Open MPI session directory =="
 	@$(MPI_ENV) $(if $(filter 1,$(SANITIZE)),$(SAN_ENV)0) bash tests/build/concurrent_runs.sh $(CPU_TRAIN) data/current
 test-cuda: cuda
