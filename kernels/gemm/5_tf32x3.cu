@@ -3,23 +3,26 @@
 // of two such pairs is taken as small_a*big_b + big_a*small_b + big_a*big_b (the small*small
 // term, at most 2^-24 of the product, is dropped): three TF32 tensor-core products. Each k-tile
 // (16) is summed on the tensor cores from zero and added to an FP32 running sum on the CUDA
-// cores, which rounds to nearest (the tensor cores' own accumulation does not). One product alone (kProducts = 1) is plain TF32, kept for comparison and never the
-// default. Tiles are staged through shared memory with the next k-tile's global loads in
-// flight (registers, double-buffered shared memory: one barrier per k-tile), the MMAs are
-// WMMA's m16n16k8 TF32 fragments, and the epilogue (bias, sigmoid, the fused step's SGD
-// update) goes through a per-warp 16x16 scratch in shared memory, since a WMMA fragment's
-// element-to-lane mapping is not specified.
+// cores, which rounds to nearest (the tensor cores' own accumulation does not). One product
+// alone (kProducts = 1) is plain TF32, kept for comparison and never the default.
+// Tiles are staged through shared memory with the next k-tile's global loads in flight
+// (registers, double-buffered shared memory: one barrier per k-tile); the MMAs are PTX's
+// mma.sync m16n8k8 TF32 with its documented fragments (gemm/mma_tf32.h), loaded from shared
+// memory with plain loads and rounded with cvt.rn.tf32 (one instruction on sm_90), and the
+// epilogue (bias, sigmoid, the fused step's SGD update) works on the fragments in registers.
+// The first version (2026-11-27, H200: 0.60x cuBLAS at 4096^3) used WMMA's m16n16k8 TF32
+// fragments: nvcc made each fragment load a generic 64-bit load with its own address
+// arithmetic and each TF32 rounding four integer instructions, so only 1 instruction in 9 was
+// an MMA and the tensor pipe was 38% busy.
 //
-// Every output element sums the same k-tiles in increasing k order in all three tile
-// configurations (BK is 16 in each), so the configuration never changes a bit of the result.
-// No split-K.
+// Every output element sums the same k-tiles in increasing k order in every tile
+// configuration (BK is 16 in each), so the configuration never changes a bit of the result;
+// split-K (gridDim.z slices, the plan's choice for long K) sums the slices in a fixed order.
 // float only: double (no TF32) runs variant 4's kernel. Also the fused step's two extras
 // (gathered uint8 B, Epilogue::Step), as in variant 4. Run through nn::gemm(5, ...) and
-// gemm_tuning::gemm_tf32_with; tested by tests/kernels/test_gemm_tf32x3.cpp and every
-// AllVariants test; the emulator implements the WMMA subset used here (sim/include/mma.h).
+// gemm_tuning::gemm_tf32_with; tested by tests/kernels/test_gemm_tf32x3.cu and every
+// AllVariants test; the emulator implements mma_tf32.h's two primitives (sim/include/mma.h).
 #include "gemm/gemm.h"
-
-#include <mma.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -29,21 +32,20 @@
 #include "common/nvtx.h"
 #include "common/vector_access.h"
 #include "gemm/4_warptile.h"
+#include "gemm/mma_tf32.h"
 
 namespace nn::gemm_detail {
 
 namespace {
 
-namespace wmma = nvcuda::wmma;
-
-// Block tile BM x BN x BK, warp tile WM x WN (FM x FN fragments of 16x16).
+// Block tile BM x BN x BK, warp tile WM x WN (FM x FN MMA tiles of 16 x 8).
 template <int BM_, int BN_, int BK_, int WM_, int WN_>
 struct TcShape {
   static constexpr int BM = BM_, BN = BN_, BK = BK_, WM = WM_, WN = WN_;
-  static constexpr int FM = WM / 16, FN = WN / 16;
+  static constexpr int FM = WM / 16, FN = WN / 8;
   static constexpr int kWarpsM = BM / WM, kWarpsN = BN / WN;
   static constexpr int kThreads = kWarpsM * kWarpsN * 32;
-  static_assert(WM % 16 == 0 && WN % 16 == 0 && BK % 8 == 0, "whole m16n16k8 fragments");
+  static_assert(WM % 16 == 0 && WN % 8 == 0 && BK % 8 == 0, "whole m16n8k8 tiles");
   static_assert(BM % WM == 0 && BN % WN == 0, "warps tile the block");
 };
 template <int ID> struct TcCfg;
@@ -60,7 +62,7 @@ enum TcVec { kTcVecA = 1, kTcVecB = 2, kTcVecD = 4 };
 // in global memory (so global -> shared is a straight copy of 16-byte chunks), padded so that
 // a fragment load's 32 lanes hit 32 different banks (for an m16n8k8 TF32 fragment, lanes step
 // the row by lane/4 and the column by lane%4: a leading dimension of 8 mod 32 for the long
-// tiles, 20 for the 16-wide k tiles), rows staying 32-byte aligned for WMMA. Element
+// tiles, 20 for the 16-wide k tiles), rows staying 16-byte aligned. Element
 // (c, o) of the operand is base(o)[c], base(o) = X + o*ld, or for the gathered batch
 // Xu8 + cols[o]*ld with the byte divided by 255 (as ops gather_normalize).
 template <int CL, int OL, int NT, bool kGather>
@@ -118,26 +120,12 @@ struct Stage {
   }
 };
 
-// big = tf32(x) and small = tf32(x - big), element by element (the same for any lane mapping).
-template <class Frag>
-__device__ __forceinline__ void split(Frag& big, Frag& small) {
-#pragma unroll
-  for (int e = 0; e < Frag::num_elements; ++e) {
-    const float x = big.x[e];
-    const float hi = wmma::__float_to_tf32(x);
-    small.x[e] = wmma::__float_to_tf32(x - hi);
-    big.x[e] = hi;
-  }
-}
-template <class Frag>
-__device__ __forceinline__ void round_tf32(Frag& f) {
-#pragma unroll
-  for (int e = 0; e < Frag::num_elements; ++e) f.x[e] = wmma::__float_to_tf32(f.x[e]);
-}
-
 // D = epilogue(alpha * op(A) op(B) + beta * C) for one BM x BN tile per block. OA == N keeps
 // A's tile column-major in shared memory (m contiguous), OA == T row-major (k contiguous); B
 // likewise, so every global load is a straight copy. kGatherB: B is the gathered uint8 batch.
+// Each warp owns a WM x WN tile: FM x FN MMA tiles of 16 x 8 (mma_tf32.h's fragments), read
+// from shared memory with plain loads (Stage's padding keeps each fragment load free of bank
+// conflicts) and split on the fly: big = tf32(x), small = tf32(x - big).
 template <class S, Op OA, Op OB, bool kGatherB, int kProducts>
 __global__ void __launch_bounds__(S::kThreads)
 gemm_tf32x3_kernel(int M, int N, int K, int k_split, float alpha, const float* A, int lda, const float* B,
@@ -145,18 +133,17 @@ gemm_tf32x3_kernel(int M, int N, int K, int k_split, float alpha, const float* A
                    const float* bias, int vec, float* ws, unsigned* counters, const std::uint8_t* Bu8,
                    const std::uint32_t* Bcols, float step_lr) {
   static_assert(kProducts == 1 || kProducts == 3, "plain TF32 or the three-product compensation");
-  constexpr int BM = S::BM, BN = S::BN, BK = S::BK, NT = S::kThreads;
+  constexpr int BM = S::BM, BN = S::BN, BK = S::BK, NT = S::kThreads, FM = S::FM, FN = S::FN;
   constexpr bool kAcol = OA == Op::N;  // A(m, k) at As[k][m]; else As[m][k]
   constexpr bool kBcol = OB == Op::N;  // B(k, n) at Bs[n][k]; else Bs[k][n]
   using SA = Stage<kAcol ? BM : BK, kAcol ? BK : BM, NT, false>;
   using SB = Stage<kBcol ? BK : BN, kBcol ? BN : BK, NT, kGatherB>;
   constexpr int kBuf = SA::kSize + SB::kSize;
-  constexpr int kWarps = NT / 32;
-  constexpr int kSmem = 2 * kBuf > kWarps * 256 ? 2 * kBuf : kWarps * 256;
-  __shared__ __align__(32) float smem[kSmem];
+  __shared__ __align__(16) float smem[2 * kBuf];
   __shared__ int is_last;
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int g = lane / 4, t4 = lane % 4;
   const int wm = warp % S::kWarpsM, wn = warp / S::kWarpsM;
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
   const bool vecA = vec & kTcVecA, vecB = vec & kTcVecB;
@@ -176,15 +163,17 @@ gemm_tf32x3_kernel(int M, int N, int K, int k_split, float alpha, const float* A
   lb.store(smem + SA::kSize, tid);
   __syncthreads();
 
-  using LA = std::conditional_t<kAcol, wmma::col_major, wmma::row_major>;
-  using LB = std::conditional_t<kBcol, wmma::col_major, wmma::row_major>;
-  using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, LA>;
-  using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, LB>;
-  wmma::fragment<wmma::accumulator, 16, 16, 8, float> acc[S::FM][S::FN];
+  // This lane's element (r, c) of a fragment at (row0, col0) of the warp tile, in shared memory.
+  const auto a_at = [&](const float* As, int m, int k) { return kAcol ? As[k * SA::LD + m] : As[m * SA::LD + k]; };
+  const auto b_at = [&](const float* Bs, int k, int n) { return kBcol ? Bs[n * SB::LD + k] : Bs[k * SB::LD + n]; };
+
+  float acc[FM][FN][4];
 #pragma unroll
-  for (int i = 0; i < S::FM; ++i)
+  for (int i = 0; i < FM; ++i)
 #pragma unroll
-    for (int j = 0; j < S::FN; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
+    for (int j = 0; j < FN; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
 
   const int ntiles = (k_end - k_begin + BK - 1) / BK;
   for (int t = 0; t < ntiles; ++t) {
@@ -193,61 +182,64 @@ gemm_tf32x3_kernel(int M, int N, int K, int k_split, float alpha, const float* A
     // Tile t+1's global loads are in flight while tile t is multiplied (past the end they are
     // all out of range: zeros, no memory traffic).
     load(k_begin + (t + 1) * BK);
-    // The tile's products are summed on the tensor cores from zero into part (the two small
-    // correction products of each k-step first, then the main one), and part is added to the
+    // The tile's products are summed on the tensor cores from zero into part (per k-step the
+    // two small correction products first, then the main one), and part is added to the
     // running sum acc in FP32 on the CUDA cores, rounding to nearest. Accumulating the running
     // sum itself on the tensor cores made the error grow with K: measured on an H200, 13x
     // variant 4's at 4096^3 and 32x at dW1 (K = 3000), as a tensor core's sum does not round
     // to nearest. Every part of the warp tile is live at once and each product is issued over
-    // all of them before the next: FM * FN independent MMA chains, not one chain of 3 * KS
-    // dependent MMAs at a time (the first version's order, whose tensor pipe waited on each
-    // MMA's latency; H200, call 3: 38% busy).
-    wmma::fragment<wmma::accumulator, 16, 16, 8, float> part[S::FM][S::FN];
+    // all of them before the next: FM * FN independent MMA chains.
+    float part[FM][FN][4];
 #pragma unroll
-    for (int i = 0; i < S::FM; ++i)
+    for (int i = 0; i < FM; ++i)
 #pragma unroll
-      for (int j = 0; j < S::FN; ++j) wmma::fill_fragment(part[i][j], 0.0f);
-    constexpr int KS = BK / 8;  // k-steps of 8 in a tile
+      for (int j = 0; j < FN; ++j)
 #pragma unroll
-    for (int ks = 0; ks < KS; ++ks) {
-      const int kk = ks * 8;
-      FragA a_big[S::FM], a_small[S::FM];
-      FragB b_big[S::FN], b_small[S::FN];
+        for (int e = 0; e < 4; ++e) part[i][j][e] = 0.0f;
 #pragma unroll
-      for (int i = 0; i < S::FM; ++i) {
-        const int m = wm * S::WM + i * 16;
-        wmma::load_matrix_sync(a_big[i], kAcol ? As + kk * SA::LD + m : As + m * SA::LD + kk, SA::LD);
-        if constexpr (kProducts == 3) split(a_big[i], a_small[i]);
-        else round_tf32(a_big[i]);
+    for (int kk = 0; kk < BK; kk += 8) {
+      float a_big[FM][4], a_small[FM][4], b_big[FN][2], b_small[FN][2];
+#pragma unroll
+      for (int i = 0; i < FM; ++i) {
+        const int m = wm * S::WM + i * 16 + g;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float x = a_at(As, m + (e & 1) * 8, kk + t4 + (e >> 1) * 4);
+          a_big[i][e] = tf32_rn(x);
+          if constexpr (kProducts == 3) a_small[i][e] = tf32_rn(x - a_big[i][e]);
+        }
       }
 #pragma unroll
-      for (int j = 0; j < S::FN; ++j) {
-        const int n = wn * S::WN + j * 16;
-        wmma::load_matrix_sync(b_big[j], kBcol ? Bs + n * SB::LD + kk : Bs + kk * SB::LD + n, SB::LD);
-        if constexpr (kProducts == 3) split(b_big[j], b_small[j]);
-        else round_tf32(b_big[j]);
+      for (int j = 0; j < FN; ++j) {
+        const int n = wn * S::WN + j * 8 + g;
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float x = b_at(Bs, kk + t4 + e * 4, n);
+          b_big[j][e] = tf32_rn(x);
+          if constexpr (kProducts == 3) b_small[j][e] = tf32_rn(x - b_big[j][e]);
+        }
       }
       if constexpr (kProducts == 3) {
 #pragma unroll
-        for (int i = 0; i < S::FM; ++i)
+        for (int i = 0; i < FM; ++i)
 #pragma unroll
-          for (int j = 0; j < S::FN; ++j) wmma::mma_sync(part[i][j], a_small[i], b_big[j], part[i][j]);
+          for (int j = 0; j < FN; ++j) mma_m16n8k8_tf32(part[i][j], a_small[i], b_big[j]);
 #pragma unroll
-        for (int i = 0; i < S::FM; ++i)
+        for (int i = 0; i < FM; ++i)
 #pragma unroll
-          for (int j = 0; j < S::FN; ++j) wmma::mma_sync(part[i][j], a_big[i], b_small[j], part[i][j]);
+          for (int j = 0; j < FN; ++j) mma_m16n8k8_tf32(part[i][j], a_big[i], b_small[j]);
       }
 #pragma unroll
-      for (int i = 0; i < S::FM; ++i)
+      for (int i = 0; i < FM; ++i)
 #pragma unroll
-        for (int j = 0; j < S::FN; ++j) wmma::mma_sync(part[i][j], a_big[i], b_big[j], part[i][j]);
+        for (int j = 0; j < FN; ++j) mma_m16n8k8_tf32(part[i][j], a_big[i], b_big[j]);
     }
 #pragma unroll
-    for (int i = 0; i < S::FM; ++i)
+    for (int i = 0; i < FM; ++i)
 #pragma unroll
-      for (int j = 0; j < S::FN; ++j)
+      for (int j = 0; j < FN; ++j)
 #pragma unroll
-        for (int e = 0; e < acc[i][j].num_elements; ++e) acc[i][j].x[e] += part[i][j].x[e];
+        for (int e = 0; e < 4; ++e) acc[i][j][e] += part[i][j][e];
     // The other buffer was last read in iteration t-1, finished by every thread before the
     // barrier that ended it.
     float* next = smem + ((t + 1) & 1) * kBuf;
@@ -261,17 +253,15 @@ gemm_tf32x3_kernel(int M, int N, int K, int k_split, float alpha, const float* A
   // slices in slice order from zero, so the result does not depend on which block came last,
   // runs the epilogue and resets the counter for the next launch. As in variant 4.
   if (gridDim.z > 1) {
-    constexpr int kPer = S::FM * S::FN * 8;  // accumulator elements per lane
+    constexpr int kPer = FM * FN * 4;  // accumulator elements per lane
     const std::size_t tile = blockIdx.x + static_cast<std::size_t>(blockIdx.y) * gridDim.x;
     float* mine = ws + ((tile * gridDim.z + blockIdx.z) * NT + tid) * kPer;
 #pragma unroll
-    for (int i = 0; i < S::FM; ++i)
+    for (int i = 0; i < FM; ++i)
 #pragma unroll
-      for (int j = 0; j < S::FN; ++j)
-#pragma unroll
-        for (int e = 0; e < 8; e += 4)
-          store_vector(reinterpret_cast<float4*>(mine + (i * S::FN + j) * 8 + e),
-                       make_float4(acc[i][j].x[e], acc[i][j].x[e + 1], acc[i][j].x[e + 2], acc[i][j].x[e + 3]));
+      for (int j = 0; j < FN; ++j)
+        store_vector(reinterpret_cast<float4*>(mine + (i * FN + j) * 4),
+                     make_float4(acc[i][j][0], acc[i][j][1], acc[i][j][2], acc[i][j][3]));
     __threadfence();  // publish the partials before the counter says they are there
     __syncthreads();
     if (tid == 0) {
@@ -283,82 +273,48 @@ gemm_tf32x3_kernel(int M, int N, int K, int k_split, float alpha, const float* A
     if (!is_last) return;
     __threadfence();
 #pragma unroll
-    for (int i = 0; i < S::FM; ++i)
+    for (int i = 0; i < FM; ++i)
 #pragma unroll
-      for (int j = 0; j < S::FN; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
+      for (int j = 0; j < FN; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
     for (unsigned z = 0; z < gridDim.z; ++z) {
       const float* p = ws + ((tile * gridDim.z + z) * NT + tid) * kPer;
 #pragma unroll
-      for (int i = 0; i < S::FM; ++i)
+      for (int i = 0; i < FM; ++i)
 #pragma unroll
-        for (int j = 0; j < S::FN; ++j)
-#pragma unroll
-          for (int e = 0; e < 8; e += 4) {
-            // L2 only (__ldcg): other SMs wrote it.
-            const float4 u = __ldcg(reinterpret_cast<const float4*>(p + (i * S::FN + j) * 8 + e));
-            acc[i][j].x[e] += u.x;
-            acc[i][j].x[e + 1] += u.y;
-            acc[i][j].x[e + 2] += u.z;
-            acc[i][j].x[e + 3] += u.w;
-          }
+        for (int j = 0; j < FN; ++j) {
+          // L2 only (__ldcg): other SMs wrote it.
+          const float4 u = __ldcg(reinterpret_cast<const float4*>(p + (i * FN + j) * 4));
+          acc[i][j][0] += u.x;
+          acc[i][j][1] += u.y;
+          acc[i][j][2] += u.z;
+          acc[i][j][3] += u.w;
+        }
     }
   }
 
-  // Epilogue, one 16x16 fragment at a time through this warp's scratch (the tile buffers are
-  // free: the loop ended on a barrier). Lane l takes column l/2, rows (l%2)*8 .. +8.
-  float* scratch = smem + warp * 256;
-  const bool vecD = vec & kTcVecD;
-  const int col_in = lane / 2, row_in = (lane % 2) * 8;
+  // Epilogue straight from the fragments: this lane holds rows g and g + 8 of columns 2t and
+  // 2t + 1 of each 16 x 8 tile (D and C are column-major: D + row + col * ldd).
 #pragma unroll
-  for (int i = 0; i < S::FM; ++i)
+  for (int i = 0; i < FM; ++i)
 #pragma unroll
-    for (int j = 0; j < S::FN; ++j) {
-      wmma::store_matrix_sync(scratch, acc[i][j], 16, wmma::mem_col_major);
-      __syncwarp();
-      const int col = n0 + wn * S::WN + j * 16 + col_in;
-      const int row0 = m0 + wm * S::WM + i * 16 + row_in;
-      if (col < N && row0 < M) {
+    for (int j = 0; j < FN; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int row = m0 + wm * S::WM + i * 16 + g + (e >> 1) * 8;
+        const int col = n0 + wn * S::WN + j * 8 + 2 * t4 + (e & 1);
+        if (row >= M || col >= N) continue;
         const std::size_t jc = static_cast<std::size_t>(col);
-        const bool vec8 = vecD && row0 + 8 <= M;
-        float v[8];
-#pragma unroll
-        for (int r = 0; r < 8; ++r) v[r] = alpha * scratch[col_in * 16 + row_in + r];
+        float v = alpha * acc[i][j][e];
         if (C) {
-          const float* cp = C + row0 + jc * ldc;
-          float cv[8];
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            if (vec8) {
-              const float4 u = load_vector(reinterpret_cast<const float4*>(cp + 4 * h));
-              cv[4 * h] = u.x; cv[4 * h + 1] = u.y; cv[4 * h + 2] = u.z; cv[4 * h + 3] = u.w;
-            } else {
-#pragma unroll
-              for (int r = 4 * h; r < 4 * h + 4; ++r) cv[r] = row0 + r < M ? cp[r] : 0.0f;
-            }
-          }
-#pragma unroll
-          for (int r = 0; r < 8; ++r) v[r] += beta * cv[r];
-          if (ep == Epilogue::Step) {
-#pragma unroll
-            for (int r = 0; r < 8; ++r) v[r] = cv[r] - step_lr * v[r];
-          }
+          const float cv = C[row + jc * ldc];
+          v += beta * cv;
+          if (ep == Epilogue::Step) v = cv - step_lr * v;
         }
-        if (ep != Epilogue::Step) {
-#pragma unroll
-          for (int r = 0; r < 8; ++r) v[r] = apply_epilogue(v[r], ep, bias, min(row0 + r, M - 1));
-        }
-        float* dp = D + row0 + jc * ldd;
-        if (vec8) {
-          store_vector(reinterpret_cast<float4*>(dp), make_float4(v[0], v[1], v[2], v[3]));
-          store_vector(reinterpret_cast<float4*>(dp + 4), make_float4(v[4], v[5], v[6], v[7]));
-        } else {
-#pragma unroll
-          for (int r = 0; r < 8; ++r)
-            if (row0 + r < M) dp[r] = v[r];
-        }
+        if (ep != Epilogue::Step) v = apply_epilogue(v, ep, bias, row);
+        D[row + jc * ldd] = v;
       }
-      __syncwarp();  // the scratch is rewritten by the next fragment
-    }
 }
 
 // Blocks of configuration ID that one SM holds (registers and shared memory decide), asked of

@@ -58,6 +58,21 @@ inline float tf32_round_reference(float x) {
   std::memcpy(&x, &u, sizeof x);
   return x;
 }
+// PTX's cvt.rn.tf32.f32 (sm_90 and later; kernels/gemm/mma_tf32.h's tf32_rn): to nearest,
+// ties to even, low 13 bits cleared (a carry may reach the next binade or infinity); Inf stays
+// Inf; NaN stays NaN (made quiet; its exact bits on the GPU are not modelled).
+inline float tf32_rn_reference(float x) {
+  std::uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  if ((u & 0x7f800000u) == 0x7f800000u) {
+    if (u & 0x007fffffu) u |= 0x00400000u;  // NaN: quiet, so clearing the low bits keeps it NaN
+  } else {
+    u += 0x0fffu + ((u >> 13) & 1u);
+  }
+  u &= 0xffffe000u;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
 inline float tf32_truncate_reference(float x) {
   std::uint32_t u;
   std::memcpy(&u, &x, sizeof u);
@@ -207,7 +222,58 @@ inline void mma_lanes(void* const* lanes, unsigned /*mask: always the full warp*
   }
 }
 
+// PTX mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 (kernels/gemm/mma_tf32.h): the
+// fragments of PTX's documentation (a_pos, b_pos for elements 0..1, acc_pos for 0..3), the
+// inputs truncated to TF32 as the tensor cores read them, D(i,j) = fmaf(A(i,k), B(k,j), .)
+// for k = 0..7 in order from C(i,j).
+struct Mma1688Rec {
+  WarpCall call;
+  const float* a;
+  const float* b;
+  float* d;
+};
+inline void mma1688_lanes(void* const* lanes, unsigned /*mask: always the full warp*/) {
+  float A[16][8], B[8][8], D[16][8];
+  for (int l = 0; l < 32; ++l) {
+    const Mma1688Rec& r = *static_cast<const Mma1688Rec*>(lanes[l]);
+    int i, j;
+    for (int e = 0; e < 4; ++e) {
+      a_pos(l, e, i, j);
+      A[i][j] = tf32_truncate_reference(r.a[e]);
+      acc_pos(l, e, i, j);
+      D[i][j] = r.d[e];
+    }
+    for (int e = 0; e < 2; ++e) {
+      b_pos(l, e, i, j);
+      B[i][j] = tf32_truncate_reference(r.b[e]);
+    }
+  }
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 8; ++j) {
+      float acc = D[i][j];
+      for (int k = 0; k < 8; ++k) acc = std::fmaf(A[i][k], B[k][j], acc);
+      D[i][j] = acc;
+    }
+  for (int l = 0; l < 32; ++l) {
+    const Mma1688Rec& r = *static_cast<const Mma1688Rec*>(lanes[l]);
+    int i, j;
+    for (int e = 0; e < 4; ++e) {
+      acc_pos(l, e, i, j);
+      r.d[e] = D[i][j];
+    }
+  }
+}
+
 }  // namespace detail::wmma
+
+// d += a * b over the warp (see Mma1688Rec): a rendezvous of all 32 lanes at one call site.
+inline void mma_m16n8k8_tf32(float (&d)[4], const float (&a)[4], const float (&b)[2], const char* file,
+                             int line) {
+  detail::wmma::Mma1688Rec rec{detail::WarpCall{&detail::wmma::mma1688_lanes}, a, b, d};
+  detail::warp_op(detail::Site{file, line}, detail::kMmaSync, 0xffffffffu, reinterpret_cast<std::uintptr_t>(&rec),
+                  0, 0, 32);
+}
+
 }  // namespace sim
 
 namespace nvcuda {

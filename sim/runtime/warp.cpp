@@ -49,6 +49,7 @@ const char* kind_name(int k) {
     case kWmmaLoad: return "wmma::load_matrix_sync";
     case kWmmaStore: return "wmma::store_matrix_sync";
     case kWmmaMma: return "wmma::mma_sync";
+    case kMmaSync: return "mma.sync m16n8k8 tf32";
   }
   return "warp op";
 }
@@ -200,7 +201,8 @@ void Worker::complete(int warp, const WarpGroup& g, int self) {
       break;
     case kWmmaLoad:
     case kWmmaStore:
-    case kWmmaMma: {
+    case kWmmaMma:
+    case kMmaSync: {
       // <mma.h>: each lane passed its WarpCall record; the header's fn computes for the warp
       // (the lanes' records live on their fiber stacks, alive while they wait here).
       void* lanes[32] = {};

@@ -7,7 +7,10 @@
 //    4's (FP32 CUDA cores) at the image GEMMs, 3x at the two small ones (kCases says why),
 //    while plain TF32 (one product) is far worse, so the three products are really what makes
 //    it accurate.
-//  - Every tile configuration gives the same bits (each output adds its k-steps in k order).
+//  - Variant 5's own TF32 rounding (tf32_rn: ties to even on sm_90) against its definition, and
+//    its MMA's fragments (mma_m16n8k8_tf32) against PTX's documented layout.
+//  - Every tile configuration gives the same bits (each output adds its k-steps in k order);
+//    split-K is deterministic and as accurate.
 // The op combinations, epilogues, alpha/beta, padding and in-place cases are those of every
 // variant: AllVariants/GemmVariant.*/tf32x3 in test_gemm.cpp; the gathered B and the step
 // epilogue: test_gemm_gather.cpp. Part of nn_tests.
@@ -26,6 +29,7 @@
 #include "common/device_buffer.h"
 #include "device_vectors.h"
 #include "gemm/gemm.h"
+#include "gemm/mma_tf32.h"
 
 namespace {
 
@@ -87,6 +91,91 @@ TEST(Tf32, RoundingMatchesItsDefinitionBitForBit) {
       ADD_FAILURE() << std::hex << "tf32(0x" << in[i] << ") = 0x" << got << ", expected 0x" << tf32_rna(in[i]);
   }
   EXPECT_EQ(bad, 0) << "of " << in.size() << " inputs";
+}
+
+// Variant 5's own rounding (gemm/mma_tf32.h's tf32_rn): cvt.rn.tf32.f32 on sm_90 and later
+// (ties to even; the emulator models it), cvt.rna before (ties away). Finite inputs bit for
+// bit against the definition; NaN stays NaN and infinities stay.
+__global__ void tf32_rn_test_kernel(const float* in, float* out, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = nn::gemm_detail::tf32_rn(in[i]);
+}
+std::uint32_t tf32_rne(std::uint32_t u) { return (u + 0x0fffu + ((u >> 13) & 1u)) & 0xffffe000u; }
+
+TEST(Tf32, VariantFiveRoundingMatchesItsDefinition) {
+  cudaDeviceProp prop{};
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
+  const bool even = prop.major >= 9;  // cvt.rn exists from sm_90 on
+  std::vector<std::uint32_t> in = {
+      0x3f800000u, 0x3f800fffu, 0x3f801000u, 0x3f801001u, 0x3f802fffu, 0x3f803000u,  // ties
+      0xbf801000u, 0xbf800fffu, 0xbf803000u, 0x3f805000u, 0xbf805000u,
+      0x7f7fffffu, 0x7f7ff000u, 0x7f7fefffu, 0xff7fffffu,                            // to infinity
+      0x00000001u, 0x00001000u, 0x00000fffu, 0x007fffffu, 0x807ff000u, 0x00003000u,  // subnormal
+      0x00000000u, 0x80000000u, 0x3fffffffu, 0x3e2aaaabu};
+  std::mt19937 rng(2027);
+  for (int i = 0; i < 20000; ++i) {
+    std::uint32_t u = rng();
+    if ((u & 0x7f800000u) == 0x7f800000u) u ^= 0x40000000u;
+    in.push_back(u);
+  }
+  const std::size_t n_finite = in.size();
+  const std::vector<std::uint32_t> special = {0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f800001u,
+                                              0xffc00123u, 0x7fffffffu, 0xff801fffu};
+  in.insert(in.end(), special.begin(), special.end());
+  std::vector<float> h(in.size());
+  for (std::size_t i = 0; i < in.size(); ++i) h[i] = from_bits(in[i]);
+  const nn::DeviceBuffer<float> d_in = nn::test::to_device(h);
+  nn::DeviceBuffer<float> d_out(h.size());
+  const int n = int(h.size());
+  tf32_rn_test_kernel<<<(n + 255) / 256, 256>>>(d_in.get(), d_out.get(), n);
+  CUDA_CHECK(cudaGetLastError());
+  const std::vector<float> out = nn::test::to_host(d_out);
+  int bad = 0;
+  for (std::size_t i = 0; i < n_finite; ++i) {
+    const std::uint32_t want = even ? tf32_rne(in[i]) : tf32_rna(in[i]), got = bits_of(out[i]);
+    if (got != want && bad++ < 10)
+      ADD_FAILURE() << std::hex << "tf32_rn(0x" << in[i] << ") = 0x" << got << ", expected 0x" << want
+                    << (even ? " (ties to even)" : " (ties away)");
+  }
+  EXPECT_EQ(bad, 0) << "of " << n_finite << " finite inputs";
+  for (std::size_t i = n_finite; i < in.size(); ++i) {
+    const float x = h[i], y = out[i];
+    if (std::isnan(x)) EXPECT_TRUE(std::isnan(y)) << std::hex << "0x" << in[i] << " -> 0x" << bits_of(y);
+    else EXPECT_EQ(bits_of(y), in[i]) << std::hex << "0x" << in[i];
+  }
+}
+
+// mma_m16n8k8_tf32's fragments are PTX's documented ones (mma_tf32.h): one warp loads a
+// 16x8 A, an 8x8 B and a 16x8 C lane by lane at those positions and stores D the same way; D
+// must be A*B + C exactly (small integers: exact whatever the tensor core's rounding).
+__global__ void mma1688_test_kernel(const float* A, const float* B, const float* C, float* D) {
+  const int lane = threadIdx.x, g = lane / 4, t = lane % 4;
+  float a[4], b[2], d[4];
+  for (int e = 0; e < 4; ++e) a[e] = A[(g + (e & 1) * 8) * 8 + t + (e >> 1) * 4];  // A[row][k]
+  for (int e = 0; e < 2; ++e) b[e] = B[(t + e * 4) * 8 + g];                        // B[k][col]
+  for (int e = 0; e < 4; ++e) d[e] = C[(g + (e >> 1) * 8) * 8 + 2 * t + (e & 1)];   // C[row][col]
+  nn::gemm_detail::mma_m16n8k8_tf32(d, a, b);
+  for (int e = 0; e < 4; ++e) D[(g + (e >> 1) * 8) * 8 + 2 * t + (e & 1)] = d[e];
+}
+
+TEST(Tf32, MmaFragmentsAreThePtxLayout) {
+  std::vector<float> A(16 * 8), B(8 * 8), C(16 * 8);
+  for (int i = 0; i < 16 * 8; ++i) A[i] = float((i * 7) % 11 - 5);
+  for (int i = 0; i < 8 * 8; ++i) B[i] = float((i * 5) % 13 - 6);
+  for (int i = 0; i < 16 * 8; ++i) C[i] = float(i % 17 - 8);
+  const nn::DeviceBuffer<float> dA = nn::test::to_device(A), dB = nn::test::to_device(B), dC = nn::test::to_device(C);
+  nn::DeviceBuffer<float> dD(16 * 8);
+  mma1688_test_kernel<<<1, 32>>>(dA.get(), dB.get(), dC.get(), dD.get());
+  CUDA_CHECK(cudaGetLastError());
+  const std::vector<float> D = nn::test::to_host(dD);
+  for (int r = 0; r < 16; ++r)
+    for (int c = 0; c < 8; ++c) {
+      float want = C[r * 8 + c];
+      for (int k = 0; k < 8; ++k) want += A[r * 8 + k] * B[k * 8 + c];
+      EXPECT_EQ(D[r * 8 + c], want) << "D(" << r << ", " << c << ")";
+    }
 }
 
 // One GEMM problem with the float64 product and sum |a_ik b_kj| at every output.

@@ -49,7 +49,7 @@ enum WarpKind : int {
   kReduceAdd, kReduceMin, kReduceMax, kReduceAnd, kReduceOr, kReduceXor, kMatchAny, kMatchAll,
   // WMMA (<mma.h>): the value each lane passes is a WarpCall*; the last lane to arrive runs
   // its fn on all lanes' records (runtime/warp.cpp), then every lane goes on.
-  kWmmaLoad = 32, kWmmaStore, kWmmaMma
+  kWmmaLoad = 32, kWmmaStore, kWmmaMma, kMmaSync
 };
 // A lane's record for the WMMA warp ops: lanes[l] is lane l's record (null for lanes
 // outside mask). fn may fault (device_fault); it runs on the last lane's fiber.
