@@ -326,14 +326,32 @@ int resident_blocks(Kernel k, int threads) {
   return n > 0 ? n : 1;
 }
 
-// k-slices for t tiles of which `resident` fit an SM at once: none if the tiles already fill
-// every SM; else enough slices to fill them, at most 16 and each at least kMinTcSlice long
-// (so only the long-K weight gradients split).
-constexpr int kMinTcSlice = 256;
+// k-slices for t tiles of which `resident` fit an SM at once, at depth K. Fitted to every
+// configuration at 1-6 slices over the trainer's GEMMs at H:B = 1024:3000, 1024:1000 and
+// 256:100 and at 4096^3 on an H200 (2026-11-27, bench/results/h200-2026-11-27b): this plan's
+// GEMMs took 1.01x the per-shape best in total, at most 1.3x on one shape (dA1, K = 10).
+//  - Fewer tiles than SMs (the 10-row layer, the weight gradients of small layers): idle SMs,
+//    and each block is a long chain of k-tiles; split until the slices fill every SM's
+//    blocks, down to slices of 32.
+//  - Otherwise the count that minimises waves per slice plus the cost of the split, modelled
+//    as ceil(t * s / slots) / s + 256 * s / K (slots = resident * SMs; slices of 128 or more):
+//    splitting pays for a long K (dW1 at H = 1024, K = 3000: 3 slices, 0.140 ms against 0.176
+//    unsplit) and costs at K = 784 (forward1 at 1024:1000: 0.052 ms unsplit, 0.061 with 3).
 int plan_tc_splits(long t, int resident, int K) {
-  const long target = long(resident) * warptile::sm_count();
-  if (t >= target) return 1;
-  return static_cast<int>(std::clamp<long>((target + t - 1) / t, 1, std::clamp(K / kMinTcSlice, 1, 16)));
+  const int sms = warptile::sm_count();
+  const long slots = long(resident) * sms;
+  if (t < sms) {
+    const int most = std::clamp(K / 32, 1, 16);
+    return static_cast<int>(std::clamp<long>((slots + t - 1) / t, 1, most));
+  }
+  const int most = std::clamp(K / 128, 1, 16);
+  int best = 1;
+  double best_cost = 0;
+  for (int sp = 1; sp <= most; ++sp) {
+    const double cost = double((t * sp + slots - 1) / slots) / sp + 256.0 * sp / K;
+    if (sp == 1 || cost < best_cost - 1e-12) best = sp, best_cost = cost;
+  }
+  return best;
 }
 
 // splits >= 1: that many k-slices (1: none); 0: plan_tc_splits.
@@ -379,24 +397,29 @@ void launch_tc(const GemmArgs<float>& a, cudaStream_t s, int splits) {
   with_ops(a.opA, a.opB, [&]<Op OA, Op OB>() { launch.template operator()<OA, OB, false>(); });
 }
 
-// 128x128 (one block of 8 warps an SM) only where it makes at least 4 blocks an SM; 64x64
-// (several blocks an SM) where it still gives every SM a block; else 32x32. On an H200
-// (2026-11-27, before the k-tile partial sums): 128x128 fastest at 4096^3 (1024 tiles), 64x64
-// at 1024 x 3000 x 784 (0.20 ms against 0.25 for 128x128 at 192 tiles) and 1024 x 784 x 3000,
-// 32x32 at every H = 256, B = 100 shape.
-int plan_tc(int M, int N) {
-  const int sms = warptile::sm_count();
+// Blocks of each configuration an SM holds (sm_90, ptxas: about 220, 130-160, 64 and 236
+// registers a thread): the tile choice's estimate; the split plan asks the runtime.
+constexpr int kTcNominalBlocks[kTcConfigs] = {1, 3, 8, 2};
+
+// 128x64 where it makes at least 4 full waves (4096^3: 1.06x cuBLAS, against 1.03x for 128x128
+// and 1.00x for 64x64 on the H200); 64x64 where its tiles fill at least 45% of one wave
+// (forward1 at H = 1024, B >= 750); else 32x32 (more, shorter blocks: the small layers, the
+// 10-row layer), also for a short K (dA1, K = 10: 32x32 0.0128 ms, 64x64 0.0137 at
+// 1024 x 3000). Measured on an H200, 2026-11-27 (see plan_tc_splits).
+int plan_tc(int M, int N, int K) {
+  const long sms = warptile::sm_count();
   const auto tiles = [&](int c) {
     return long((M + kTcTileM[c] - 1) / kTcTileM[c]) * ((N + kTcTileN[c] - 1) / kTcTileN[c]);
   };
-  if (tiles(0) >= 4L * sms) return 0;
-  if (tiles(1) >= sms) return 1;
+  if (K < 64) return 2;
+  if (tiles(3) >= 4 * kTcNominalBlocks[3] * sms) return 3;
+  if (tiles(1) * 20 >= 9 * kTcNominalBlocks[1] * sms) return 1;
   return 2;
 }
 
 template <int kProducts>
 void run_tc(const GemmArgs<float>& a, cudaStream_t s, int cfg, int splits) {
-  switch (cfg < 0 ? plan_tc(a.M, a.N) : cfg) {
+  switch (cfg < 0 ? plan_tc(a.M, a.N, a.K) : cfg) {
     case 0: launch_tc<0, kProducts>(a, s, splits); break;
     case 1: launch_tc<1, kProducts>(a, s, splits); break;
     case 2: launch_tc<2, kProducts>(a, s, splits); break;
@@ -406,7 +429,7 @@ void run_tc(const GemmArgs<float>& a, cudaStream_t s, int cfg, int splits) {
 
 }  // namespace
 
-int tf32_plan(int M, int N) { return plan_tc(M, N); }
+int tf32_plan(int M, int N, int K) { return plan_tc(M, N, K); }
 
 void tf32_run(const GemmArgs<float>& a, cudaStream_t s, int cfg, int products, int splits) {
   NN_RANGE("gemm_tf32x3");

@@ -127,7 +127,7 @@ template <class T> void warptile_run(const GemmArgs<T>& a, cudaStream_t s, int c
 // Variant 5 with a forced configuration (cfg < 0: tf32_plan), 1 or 3 products, and k-slices
 // (0: planned per shape).
 void tf32_run(const GemmArgs<float>& a, cudaStream_t s, int cfg, int products, int splits);
-int tf32_plan(int M, int N);  // the configuration gemm(5, ...) runs at M x N
+int tf32_plan(int M, int N, int K);  // the configuration gemm(5, ...) runs at M x N x K
 
 // Calls f.template operator()<opA, opB>() (f is a C++20 template lambda): each variant's
 // kernels are templated on the two ops, so the loops that decide coalescing are resolved at

@@ -4,7 +4,7 @@
 # container image, a node where `module load` offers CUDA and nothing else.
 #   bash tests/cuda/gpu_kit.sh [BUILD_CUDA_DIR] [KIT_DIR]   (defaults build/cuda, .gpukit)
 # KIT_DIR/kit.txz (xz: the 36 MB OpenBLAS shrinks to 4) holds:
-#   bin/      nn_tests, nn_train, gemm_bench with their debug sections stripped (SASS and PTX kept)
+#   bin/      nn_tests, nn_train, gemm_bench (and tc_peak) with their debug sections stripped (SASS and PTX kept)
 #   lib/      every shared library they and Open MPI load, except glibc's, the C++ runtime's
 #             and CUDA's own (cudart, cuBLAS come from the GPU machine's toolkit: same major version)
 #   ompi/     Open MPI's plugins, help texts, default MCA parameters, orterun and orted, under the
@@ -27,6 +27,8 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib" "$stage/ompi" "$stage/data"
 for b in nn_tests nn_train gemm_bench; do strip --strip-debug -o "$stage/bin/$b" "$CUDA_DIR/bin/$b"; done
+# The tensor-core and FP32 limits (bench/tc_peak.cu), where built.
+[ -x "$CUDA_DIR/bin/tc_peak" ] && strip --strip-debug -o "$stage/bin/tc_peak" "$CUDA_DIR/bin/tc_peak"
 
 # Open MPI as Debian lays it out (libdir's openmpi/ tree, /usr/share/openmpi, /etc/openmpi).
 ompi_lib=$(dirname "$(readlink -f "$(ldconfig -p | awk '/libmpi\.so\.40 .*x86-64/ {print $NF; exit}')")")
@@ -62,5 +64,5 @@ for n in libstdc++.so.6 libgcc_s.so.1; do cp -L "$(ldconfig -p | awk -v n="$n" '
 cp -L data/current/*-idx?-ubyte* "$stage/data/"
 mkdir -p "$KIT"
 rm -f "$KIT"/kit.t*
-XZ_OPT='-6 -T0' tar -C "$stage" -cJf "$KIT/kit.txz" .
+XZ_OPT=${XZ_OPT:-'-9e -T0'} tar -C "$stage" -cJf "$KIT/kit.txz" .
 echo "gpu_kit: $KIT/kit.txz: $(du -h "$KIT/kit.txz" | cut -f1) ($(ls "$stage/lib" | wc -l) libraries, $(find "$stage/ompi" -name '*.so' | wc -l) Open MPI plugins, data from $(readlink -f data/current))"

@@ -100,6 +100,7 @@ step() {
 summarise() {
   local f=$LOGS/$1.log
   case $1 in
+    tc_peak) { grep -iE 'tflop|peak' "$f" | tail -4 | tr '\n' ' ' | cut -c1-200; } ;;
     tf32_tests) { grep -E '^\[  (PASSED|FAILED)  \]|tests? ran' "$f" | tr '\n' ' ' | cut -c1-160; } ;;
     tf32_gemm*) { echo "$(grep -ciE 'mismatch|error' "$f") failed rows; 4096: $(grep -E '^square4096' "$f" | awk '{printf "%s %s ", $6, $9}')" | cut -c1-200; } ;;
     tf32_jax*) { grep -E '^(epoch_seconds|startup_seconds|error)' "$f" | tr '\n' ' ' | cut -c1-200; } ;;
@@ -127,9 +128,14 @@ CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer /u
 #    --verify with --gemm 5 at 1 and 2 ranks; 1024:3000 timed with --gemm 5 and 4 and JAX's
 #    scan (precision HIGHEST) in the same call; compute-sanitizer's four tools on its tests.
 TF32_TESTS='Tf32*:SimWmma*:AllVariants/GemmVariant.*/tf32x3:GemmGather.*Tf32*'
+#    The machine's limits first (bench/tc_peak.cu): WMMA TF32 MMAs a second with 1-8
+#    independent accumulators a warp, and FP32 FMAs on the CUDA cores.
+[ -x "$BIN/tc_peak" ] && step tc_peak 60 "${KITENV[@]}" "$BIN/tc_peak" --csv "$LOGS/tc_peak.csv"
 step tf32_tests 60 "${ONE[@]}" "$BIN/nn_tests" --gtest_filter="$TF32_TESTS"
-step tf32_gemm_1024_3000 90 "${KITENV[@]}" "$BIN/gemm_bench" --variants 0,4,5 --tf32 --hidden 1024 --batch 3000 \
-  --repeats 20 --csv "$LOGS/gemm_tf32_1024_3000.csv"
+step tf32_gemm_1024_3000 90 "${KITENV[@]}" "$BIN/gemm_bench" --variants 0,4,5 --tf32 --splits 1,2,3,4,6 \
+  --hidden 1024 --batch 3000 --repeats 20 --csv "$LOGS/gemm_tf32_1024_3000.csv"
+step tf32_gemm_1024_1000 90 "${KITENV[@]}" "$BIN/gemm_bench" --variants 0,4,5 --tf32 --splits 1,2,3,4,6 \
+  --hidden 1024 --batch 1000 --no-big --repeats 20 --csv "$LOGS/gemm_tf32_1024_1000.csv"
 step tf32_gemm_256_100 45 "${KITENV[@]}" "$BIN/gemm_bench" --variants 0,4,5 --tf32 --hidden 256 --batch 100 \
   --no-big --repeats 20 --csv "$LOGS/gemm_tf32_256_100.csv"
 step tf32_verify_np1 60 "${ONE[@]}" "$BIN/nn_train" "${TRAIN[@]}" --gemm 5 --epochs 1 --verify
@@ -140,6 +146,11 @@ step tf32_train5_1024_3000 45 "${ONE[@]}" "$BIN/nn_train" "${T3[@]}" --gemm 5 --
 step tf32_train4_1024_3000 45 "${ONE[@]}" "$BIN/nn_train" "${T3[@]}" --gemm 4 --metrics "$LOGS/tf32_train4.csv"
 step tf32_jax_scan_1024_3000 60 "$PY" bench/peer_jax.py "${T3[@]}" --device gpu --mode scan
 step tf32_train5b_1024_3000 45 "${ONE[@]}" "$BIN/nn_train" "${T3[@]}" --gemm 5 --metrics "$LOGS/tf32_train5b.csv"
+for hb in 1024:1000 512:800; do
+  S2=(--data data/current --hidden "${hb%:*}" --batch "${hb#*:}" --lr 0.5 --reg 1e-4 --epochs 4)
+  step "tf32_train5_${hb/:/_}" 45 "${ONE[@]}" "$BIN/nn_train" "${S2[@]}" --gemm 5 --metrics "$LOGS/tf32_train5_${hb/:/_}.csv"
+  step "tf32_train4_${hb/:/_}" 45 "${ONE[@]}" "$BIN/nn_train" "${S2[@]}" --gemm 4 --metrics "$LOGS/tf32_train4_${hb/:/_}.csv"
+done
 # 0b. Nsight Compute (ncu), where the machine has it: each kernel's time in 3 steps of the
 #     fused and the separate step at 1024:1000 (launched one by one: --no-graph), and variant
 #     5's kernel at 4096^3 (speed of light, occupancy, warp stalls, the tensor pipe).
