@@ -53,8 +53,16 @@ template <> struct TcCfg<0> : TcShape<128, 128, 16, 64, 32> {};  // 8 warps: big
 template <> struct TcCfg<1> : TcShape<64, 64, 16, 32, 32> {};    // 4 warps
 template <> struct TcCfg<2> : TcShape<32, 32, 16, 16, 16> {};    // 4 warps: small problems
 template <> struct TcCfg<3> : TcShape<128, 64, 16, 64, 32> {};   // 4 warps, config 0's warp tile
-constexpr int kTcConfigs = 4;
-constexpr int kTcTileM[kTcConfigs] = {128, 64, 32, 128}, kTcTileN[kTcConfigs] = {128, 64, 32, 64};
+// BK = 32: twice the bytes in flight per barrier (global loads staged through registers), the
+// partial sums still added every 16 k, so the same bits as BK = 16.
+template <> struct TcCfg<4> : TcShape<128, 128, 32, 64, 32> {};  // config 0 with BK = 32
+template <> struct TcCfg<5> : TcShape<64, 64, 32, 32, 32> {};    // config 1 with BK = 32
+constexpr int kTcConfigs = 6;
+constexpr int kTcTileM[kTcConfigs] = {128, 64, 32, 128, 128, 64};
+constexpr int kTcTileN[kTcConfigs] = {128, 64, 32, 64, 128, 64};
+// k-slices start at multiples of this (every BK divides it), so every configuration splits K
+// at the same places and a slice count gives the same bits in all of them.
+constexpr int kTcSliceAlign = 32;
 
 enum TcVec { kTcVecA = 1, kTcVecB = 2, kTcVecD = 4 };
 
@@ -62,12 +70,12 @@ enum TcVec { kTcVecA = 1, kTcVecB = 2, kTcVecD = 4 };
 // in global memory (so global -> shared is a straight copy of 16-byte chunks), padded so that
 // a fragment load's 32 lanes hit 32 different banks (for an m16n8k8 TF32 fragment, lanes step
 // the row by lane/4 and the column by lane%4: a leading dimension of 8 mod 32 for the long
-// tiles, 20 for the 16-wide k tiles), rows staying 16-byte aligned. Element
+// tiles, 4 mod 32 for the k-contiguous ones: 20 or 36), rows staying 16-byte aligned. Element
 // (c, o) of the operand is base(o)[c], base(o) = X + o*ld, or for the gathered batch
 // Xu8 + cols[o]*ld with the byte divided by 255 (as ops gather_normalize).
-template <int CL, int OL, int NT, bool kGather>
+template <int CL, int OL, int NT, bool kGather, bool kKAlongC>
 struct Stage {
-  static constexpr int LD = CL + (CL % 32 == 0 ? 8 : 4);
+  static constexpr int LD = CL + (kKAlongC ? 4 : 8);
   static constexpr int kSize = OL * LD;
   static constexpr int kChunks = CL * OL / (4 * NT);
   static_assert(kChunks >= 1 && kChunks * 4 * NT == CL * OL, "tile must split evenly");
@@ -120,6 +128,16 @@ struct Stage {
   }
 };
 
+// The two operand tiles of configuration S in shared memory, and the bytes of both buffers.
+template <class S, Op OA, Op OB, bool kGatherB>
+struct TcTiles {
+  static constexpr bool kAcol = OA == Op::N, kBcol = OB == Op::N;
+  using SA = Stage<kAcol ? S::BM : S::BK, kAcol ? S::BK : S::BM, S::kThreads, false, !kAcol>;
+  using SB = Stage<kBcol ? S::BK : S::BN, kBcol ? S::BN : S::BK, S::kThreads, kGatherB, kBcol>;
+  static constexpr int kBuf = SA::kSize + SB::kSize;
+  static constexpr int kSmemBytes = 2 * kBuf * int(sizeof(float));
+};
+
 // D = epilogue(alpha * op(A) op(B) + beta * C) for one BM x BN tile per block. OA == N keeps
 // A's tile column-major in shared memory (m contiguous), OA == T row-major (k contiguous); B
 // likewise, so every global load is a straight copy. kGatherB: B is the gathered uint8 batch.
@@ -136,10 +154,12 @@ gemm_tf32x3_kernel(int M, int N, int K, int k_split, float alpha, const float* A
   constexpr int BM = S::BM, BN = S::BN, BK = S::BK, NT = S::kThreads, FM = S::FM, FN = S::FN;
   constexpr bool kAcol = OA == Op::N;  // A(m, k) at As[k][m]; else As[m][k]
   constexpr bool kBcol = OB == Op::N;  // B(k, n) at Bs[n][k]; else Bs[k][n]
-  using SA = Stage<kAcol ? BM : BK, kAcol ? BK : BM, NT, false>;
-  using SB = Stage<kBcol ? BK : BN, kBcol ? BN : BK, NT, kGatherB>;
-  constexpr int kBuf = SA::kSize + SB::kSize;
-  __shared__ __align__(16) float smem[2 * kBuf];
+  using T = TcTiles<S, OA, OB, kGatherB>;
+  using SA = typename T::SA;
+  using SB = typename T::SB;
+  constexpr int kBuf = T::kBuf;
+  extern __shared__ float4 smem4[];  // 2 * kBuf floats (T::kSmemBytes), 16-byte aligned
+  float* smem = reinterpret_cast<float*>(smem4);
   __shared__ int is_last;
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -188,16 +208,19 @@ gemm_tf32x3_kernel(int M, int N, int K, int k_split, float alpha, const float* A
     // sum itself on the tensor cores made the error grow with K: measured on an H200, 13x
     // variant 4's at 4096^3 and 32x at dW1 (K = 3000), as a tensor core's sum does not round
     // to nearest. Every part of the warp tile is live at once and each product is issued over
-    // all of them before the next: FM * FN independent MMA chains.
+    // all of them before the next: FM * FN independent MMA chains. With BK = 32 part is added
+    // every 16 k, as with BK = 16 (the same bits).
     float part[FM][FN][4];
 #pragma unroll
-    for (int i = 0; i < FM; ++i)
-#pragma unroll
-      for (int j = 0; j < FN; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) part[i][j][e] = 0.0f;
-#pragma unroll
     for (int kk = 0; kk < BK; kk += 8) {
+      if (kk % 16 == 0) {
+#pragma unroll
+        for (int i = 0; i < FM; ++i)
+#pragma unroll
+          for (int j = 0; j < FN; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) part[i][j][e] = 0.0f;
+      }
       float a_big[FM][4], a_small[FM][4], b_big[FN][2], b_small[FN][2];
 #pragma unroll
       for (int i = 0; i < FM; ++i) {
@@ -233,13 +256,15 @@ gemm_tf32x3_kernel(int M, int N, int K, int k_split, float alpha, const float* A
       for (int i = 0; i < FM; ++i)
 #pragma unroll
         for (int j = 0; j < FN; ++j) mma_m16n8k8_tf32(part[i][j], a_big[i], b_big[j]);
+      if (kk % 16 == 8) {
+#pragma unroll
+        for (int i = 0; i < FM; ++i)
+#pragma unroll
+          for (int j = 0; j < FN; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[i][j][e] += part[i][j][e];
+      }
     }
-#pragma unroll
-    for (int i = 0; i < FM; ++i)
-#pragma unroll
-      for (int j = 0; j < FN; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[i][j][e] += part[i][j][e];
     // The other buffer was last read in iteration t-1, finished by every thread before the
     // barrier that ended it.
     float* next = smem + ((t + 1) & 1) * kBuf;
@@ -320,9 +345,9 @@ gemm_tf32x3_kernel(int M, int N, int K, int k_split, float alpha, const float* A
 // Blocks of configuration ID that one SM holds (registers and shared memory decide), asked of
 // the runtime once per kernel instantiation.
 template <class Kernel>
-int resident_blocks(Kernel k, int threads) {
+int resident_blocks(Kernel k, int threads, int smem_bytes) {
   int n = 0;
-  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, threads, 0));
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, threads, smem_bytes));
   return n > 0 ? n : 1;
 }
 
@@ -366,14 +391,23 @@ void launch_tc(const GemmArgs<float>& a, cudaStream_t s, int splits) {
   if (vec_ok(a.D, a.ldd) && (!a.C || vec_ok(a.C, a.ldc))) vec |= kTcVecD;
   const auto launch = [&]<Op OA, Op OB, bool kGather>() {
     const auto kernel = gemm_tf32x3_kernel<S, OA, OB, kGather, kProducts>;
+    constexpr int kSmem = TcTiles<S, OA, OB, kGather>::kSmemBytes;
+    // Over 48 KiB of dynamic shared memory needs the kernel's opt-in, once.
+    static const bool opted_in = [&] {
+      if (kSmem > 48 * 1024)
+        CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+      return true;
+    }();
+    (void)opted_in;
     dim3 grid((a.M + S::BM - 1) / S::BM, (a.N + S::BN - 1) / S::BN, 1);
     if (splits <= 0) {
-      static const int resident = resident_blocks(kernel, S::kThreads);
+      static const int resident = resident_blocks(kernel, S::kThreads, kSmem);
       splits = plan_tc_splits(long(grid.x) * grid.y, resident, a.K);
     }
-    // Each slice gets a whole number of BK-tiles; recount so that no slice is empty.
+    // Each slice gets a whole number of kTcSliceAlign (a multiple of BK); recount so that no
+    // slice is empty.
     int k_split = (a.K + splits - 1) / splits;
-    k_split = (k_split + S::BK - 1) / S::BK * S::BK;
+    k_split = (k_split + kTcSliceAlign - 1) / kTcSliceAlign * kTcSliceAlign;
     grid.z = k_split > 0 ? (a.K + k_split - 1) / k_split : 1;
     float* ws = nullptr;
     unsigned* counters = nullptr;
@@ -383,7 +417,7 @@ void launch_tc(const GemmArgs<float>& a, cudaStream_t s, int splits) {
       ws = static_cast<float*>(w.partial);
       counters = w.counters;
     }
-    kernel<<<grid, S::kThreads, 0, s>>>(a.M, a.N, a.K, k_split, a.alpha, a.A, a.lda, a.B, a.ldb, a.beta,
+    kernel<<<grid, S::kThreads, kSmem, s>>>(a.M, a.N, a.K, k_split, a.alpha, a.A, a.lda, a.B, a.ldb, a.beta,
                                         a.C, a.ldc, a.D, a.ldd, a.epilogue, a.bias, vec, ws, counters,
                                         a.B_u8, a.B_cols, a.step_lr);
     CHECK_LAUNCH("gemm_tf32x3_kernel");
@@ -399,7 +433,7 @@ void launch_tc(const GemmArgs<float>& a, cudaStream_t s, int splits) {
 
 // Blocks of each configuration an SM holds (sm_90, ptxas: about 220, 130-160, 64 and 236
 // registers a thread): the tile choice's estimate; the split plan asks the runtime.
-constexpr int kTcNominalBlocks[kTcConfigs] = {1, 3, 8, 2};
+constexpr int kTcNominalBlocks[kTcConfigs] = {1, 3, 8, 2, 1, 2};
 
 // 128x64 where it makes at least 4 full waves (4096^3: 1.06x cuBLAS, against 1.03x for 128x128
 // and 1.00x for 64x64 on the H200); 64x64 where its tiles fill at least 45% of one wave
@@ -423,7 +457,9 @@ void run_tc(const GemmArgs<float>& a, cudaStream_t s, int cfg, int splits) {
     case 0: launch_tc<0, kProducts>(a, s, splits); break;
     case 1: launch_tc<1, kProducts>(a, s, splits); break;
     case 2: launch_tc<2, kProducts>(a, s, splits); break;
-    default: launch_tc<3, kProducts>(a, s, splits); break;
+    case 3: launch_tc<3, kProducts>(a, s, splits); break;
+    case 4: launch_tc<4, kProducts>(a, s, splits); break;
+    default: launch_tc<5, kProducts>(a, s, splits); break;
   }
 }
 
@@ -451,7 +487,7 @@ template void gemm_tf32x3<double>(const GemmArgs<double>&, cudaStream_t);
 
 namespace nn::gemm_tuning {
 const char* tf32_config_name(int cfg) {
-  static const char* const names[] = {"128x128", "64x64", "32x32", "128x64"};
+  static const char* const names[] = {"128x128", "64x64", "32x32", "128x64", "128x128k32", "64x64k32"};
   return cfg >= 0 && cfg < kTf32Configs ? names[cfg] : "unknown";
 }
 static_assert(kTf32Configs == nn::gemm_detail::kTcConfigs, "gemm.h's kTf32Configs");

@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "gemm/mma_tf32.h"
 #include "sim_test_util.h"
 
 namespace {
@@ -448,6 +449,31 @@ TEST_F(SimWmma, DivergentMmaSyncFaults) {
     fault_case([](float* p) { divergent_mma_kernel<<<1, 64>>>(p, 16); }, cudaErrorLaunchFailure,
                {"wmma::mma_sync", "divergent_mma_kernel", site});
   });
+}
+
+// GEMM variant 5's mma.sync m16n8k8 (kernels/gemm/mma_tf32.h) is warp-collective the same way.
+constexpr int kDivergentMma1688Line = __LINE__ + 5;
+__global__ void divergent_mma1688_kernel(float* out, int lanes) {
+  float a[4] = {1.0f, 1.0f, 1.0f, 1.0f}, b[2] = {2.0f, 2.0f}, d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  if (lane < lanes) {
+    nn::gemm_detail::mma_m16n8k8_tf32(d, a, b);
+  }
+  out[threadIdx.x] = d[0] + d[3];
+}
+
+TEST_F(SimWmma, DivergentMmaM16n8k8Faults) {
+  {
+    DeviceBuffer<float> out(64);
+    divergent_mma1688_kernel<<<1, 64>>>(out.get(), 32);  // every lane: 8 products of 1 * 2, twice
+    ASSERT_LAUNCH_OK();
+    for (float v : out.download()) ASSERT_EQ(v, 32.0f);
+  }
+  const std::string site = kThisFile + ":" + std::to_string(kDivergentMma1688Line);
+  fault_case([](float* p) { divergent_mma1688_kernel<<<1, 64>>>(p, 20); }, cudaErrorLaunchFailure,
+             {"mma.sync m16n8k8 tf32", "divergent_mma1688_kernel", site});
+  fault_case([](float* p) { divergent_mma1688_kernel<<<1, 48>>>(p, 32); }, cudaErrorLaunchFailure,
+             {"mma.sync m16n8k8 tf32", "do not exist"});
 }
 
 // A warp of a 48-thread block has only 16 lanes: WMMA needs all 32.
