@@ -53,13 +53,13 @@ template <> struct TcCfg<0> : TcShape<128, 128, 16, 64, 32> {};  // 8 warps: big
 template <> struct TcCfg<1> : TcShape<64, 64, 16, 32, 32> {};    // 4 warps
 template <> struct TcCfg<2> : TcShape<32, 32, 16, 16, 16> {};    // 4 warps: small problems
 template <> struct TcCfg<3> : TcShape<128, 64, 16, 64, 32> {};   // 4 warps, config 0's warp tile
-// BK = 32: twice the bytes in flight per barrier (global loads staged through registers), the
-// partial sums still added every 16 k, so the same bits as BK = 16.
-template <> struct TcCfg<4> : TcShape<128, 128, 32, 64, 32> {};  // config 0 with BK = 32
-template <> struct TcCfg<5> : TcShape<64, 64, 32, 32, 32> {};    // config 1 with BK = 32
-constexpr int kTcConfigs = 6;
-constexpr int kTcTileM[kTcConfigs] = {128, 64, 32, 128, 128, 64};
-constexpr int kTcTileN[kTcConfigs] = {128, 64, 32, 64, 128, 64};
+// BK may also be 32 (the partial sums are still added every 16 k: the same bits). On an H200
+// (2026-11-27) 128x128 and 64x64 with BK = 32 were slower at 4096^3 (0.94x and 0.86x cuBLAS,
+// against 1.03x and 1.00x with BK = 16) and at the big trainer shapes, within 4% elsewhere:
+// the 32 staging registers cost 128x128 spills and 64x64 a block an SM.
+constexpr int kTcConfigs = 4;
+constexpr int kTcTileM[kTcConfigs] = {128, 64, 32, 128};
+constexpr int kTcTileN[kTcConfigs] = {128, 64, 32, 64};
 // k-slices start at multiples of this (every BK divides it), so every configuration splits K
 // at the same places and a slice count gives the same bits in all of them.
 constexpr int kTcSliceAlign = 32;
@@ -433,7 +433,7 @@ void launch_tc(const GemmArgs<float>& a, cudaStream_t s, int splits) {
 
 // Blocks of each configuration an SM holds (sm_90, ptxas: about 220, 130-160, 64 and 236
 // registers a thread): the tile choice's estimate; the split plan asks the runtime.
-constexpr int kTcNominalBlocks[kTcConfigs] = {1, 3, 8, 2, 1, 2};
+constexpr int kTcNominalBlocks[kTcConfigs] = {1, 3, 8, 2};
 
 // 128x64 where it makes at least 4 full waves (4096^3: 1.06x cuBLAS, against 1.03x for 128x128
 // and 1.00x for 64x64 on the H200); 64x64 where its tiles fill at least 45% of one wave
@@ -457,9 +457,7 @@ void run_tc(const GemmArgs<float>& a, cudaStream_t s, int cfg, int splits) {
     case 0: launch_tc<0, kProducts>(a, s, splits); break;
     case 1: launch_tc<1, kProducts>(a, s, splits); break;
     case 2: launch_tc<2, kProducts>(a, s, splits); break;
-    case 3: launch_tc<3, kProducts>(a, s, splits); break;
-    case 4: launch_tc<4, kProducts>(a, s, splits); break;
-    default: launch_tc<5, kProducts>(a, s, splits); break;
+    default: launch_tc<3, kProducts>(a, s, splits); break;
   }
 }
 
@@ -487,7 +485,7 @@ template void gemm_tf32x3<double>(const GemmArgs<double>&, cudaStream_t);
 
 namespace nn::gemm_tuning {
 const char* tf32_config_name(int cfg) {
-  static const char* const names[] = {"128x128", "64x64", "32x32", "128x64", "128x128k32", "64x64k32"};
+  static const char* const names[] = {"128x128", "64x64", "32x32", "128x64"};
   return cfg >= 0 && cfg < kTf32Configs ? names[cfg] : "unknown";
 }
 static_assert(kTf32Configs == nn::gemm_detail::kTcConfigs, "gemm.h's kTf32Configs");

@@ -97,9 +97,8 @@ void gemm_warptile_with_config(int cfg, int splits, const GemmArgs<T>& a, cudaSt
 // 3 (the TF32 compensation, what gemm(5, ...) runs) or 1 (plain TF32, for comparison only);
 // splits >= 1 forces that many k-slices (1: no split-K, the same bits in every configuration),
 // 0 lets the plan choose (what gemm(5, ...) does).
-constexpr int kTf32Configs = 6;
-// "128x128", "64x64", "32x32", "128x64" (BM x BN, BK = 16), "128x128k32", "64x64k32" (BK = 32)
-const char* tf32_config_name(int cfg);
+constexpr int kTf32Configs = 4;
+const char* tf32_config_name(int cfg);  // "128x128", "64x64", "32x32", "128x64" (BM x BN)
 void gemm_tf32_with(int cfg, int products, const GemmArgs<float>& a, cudaStream_t s = 0, int splits = 1);
 }  // namespace gemm_tuning
 
