@@ -24,7 +24,6 @@
 // AllVariants test; the emulator implements mma_tf32.h's two primitives (sim/include/mma.h).
 #include "gemm/gemm.h"
 
-#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -32,6 +31,7 @@
 #include "common/nvtx.h"
 #include "common/vector_access.h"
 #include "gemm/4_warptile.h"
+#include "gemm/5_tf32x3.h"
 #include "gemm/mma_tf32.h"
 
 namespace nn::gemm_detail {
@@ -57,9 +57,10 @@ template <> struct TcCfg<3> : TcShape<128, 64, 16, 64, 32> {};   // 4 warps, con
 // (2026-11-27) 128x128 and 64x64 with BK = 32 were slower at 4096^3 (0.94x and 0.86x cuBLAS,
 // against 1.03x and 1.00x with BK = 16) and at the big trainer shapes, within 4% elsewhere:
 // the 32 staging registers cost 128x128 spills and 64x64 a block an SM.
-constexpr int kTcConfigs = 4;
-constexpr int kTcTileM[kTcConfigs] = {128, 64, 32, 128};
-constexpr int kTcTileN[kTcConfigs] = {128, 64, 32, 64};
+constexpr int kTcConfigs = tf32x3::kConfigs;
+template <int ID>
+constexpr bool kTileAgrees = TcCfg<ID>::BM == tf32x3::kTileM[ID] && TcCfg<ID>::BN == tf32x3::kTileN[ID];
+static_assert(kTileAgrees<0> && kTileAgrees<1> && kTileAgrees<2> && kTileAgrees<3>, "5_tf32x3.h's tiles");
 // k-slices start at multiples of this (every BK divides it), so every configuration splits K
 // at the same places and a slice count gives the same bits in all of them.
 constexpr int kTcSliceAlign = 32;
@@ -351,35 +352,7 @@ int resident_blocks(Kernel k, int threads, int smem_bytes) {
   return n > 0 ? n : 1;
 }
 
-// k-slices for t tiles of which `resident` fit an SM at once, at depth K. Fitted to every
-// configuration at 1-6 slices over the trainer's GEMMs at H:B = 1024:3000, 1024:1000 and
-// 256:100 and at 4096^3 on an H200 (2026-11-27, bench/results/h200-2026-11-27b): this plan's
-// GEMMs took 1.01x the per-shape best in total, at most 1.3x on one shape (dA1, K = 10).
-//  - Fewer tiles than SMs (the 10-row layer, the weight gradients of small layers): idle SMs,
-//    and each block is a long chain of k-tiles; split until the slices fill every SM's
-//    blocks, down to slices of 32.
-//  - Otherwise the count that minimises waves per slice plus the cost of the split, modelled
-//    as ceil(t * s / slots) / s + 256 * s / K (slots = resident * SMs; slices of 128 or more):
-//    splitting pays for a long K (dW1 at H = 1024, K = 3000: 3 slices, 0.140 ms against 0.176
-//    unsplit) and costs at K = 784 (forward1 at 1024:1000: 0.052 ms unsplit, 0.061 with 3).
-int plan_tc_splits(long t, int resident, int K) {
-  const int sms = warptile::sm_count();
-  const long slots = long(resident) * sms;
-  if (t < sms) {
-    const int most = std::clamp(K / 32, 1, 16);
-    return static_cast<int>(std::clamp<long>((slots + t - 1) / t, 1, most));
-  }
-  const int most = std::clamp(K / 128, 1, 16);
-  int best = 1;
-  double best_cost = 0;
-  for (int sp = 1; sp <= most; ++sp) {
-    const double cost = double((t * sp + slots - 1) / slots) / sp + 256.0 * sp / K;
-    if (sp == 1 || cost < best_cost - 1e-12) best = sp, best_cost = cost;
-  }
-  return best;
-}
-
-// splits >= 1: that many k-slices (1: none); 0: plan_tc_splits.
+// splits >= 1: that many k-slices (1: none); 0: tf32x3::plan_splits (5_tf32x3_plan.cu).
 template <int ID, int kProducts>
 void launch_tc(const GemmArgs<float>& a, cudaStream_t s, int splits) {
   using S = TcCfg<ID>;
@@ -402,7 +375,7 @@ void launch_tc(const GemmArgs<float>& a, cudaStream_t s, int splits) {
     dim3 grid((a.M + S::BM - 1) / S::BM, (a.N + S::BN - 1) / S::BN, 1);
     if (splits <= 0) {
       static const int resident = resident_blocks(kernel, S::kThreads, kSmem);
-      splits = plan_tc_splits(long(grid.x) * grid.y, resident, a.K);
+      splits = tf32x3::plan_splits(long(grid.x) * grid.y, resident, a.K);
     }
     // Each slice gets a whole number of kTcSliceAlign (a multiple of BK); recount so that no
     // slice is empty.
@@ -431,29 +404,9 @@ void launch_tc(const GemmArgs<float>& a, cudaStream_t s, int splits) {
   with_ops(a.opA, a.opB, [&]<Op OA, Op OB>() { launch.template operator()<OA, OB, false>(); });
 }
 
-// Blocks of each configuration an SM holds (sm_90, ptxas: about 220, 130-160, 64 and 236
-// registers a thread): the tile choice's estimate; the split plan asks the runtime.
-constexpr int kTcNominalBlocks[kTcConfigs] = {1, 3, 8, 2};
-
-// 128x64 where it makes at least 4 full waves (4096^3: 1.06x cuBLAS, against 1.03x for 128x128
-// and 1.00x for 64x64 on the H200); 64x64 where its tiles fill at least 45% of one wave
-// (forward1 at H = 1024, B >= 750); else 32x32 (more, shorter blocks: the small layers, the
-// 10-row layer), also for a short K (dA1, K = 10: 32x32 0.0128 ms, 64x64 0.0137 at
-// 1024 x 3000). Measured on an H200, 2026-11-27 (see plan_tc_splits).
-int plan_tc(int M, int N, int K) {
-  const long sms = warptile::sm_count();
-  const auto tiles = [&](int c) {
-    return long((M + kTcTileM[c] - 1) / kTcTileM[c]) * ((N + kTcTileN[c] - 1) / kTcTileN[c]);
-  };
-  if (K < 64) return 2;
-  if (tiles(3) >= 4 * kTcNominalBlocks[3] * sms) return 3;
-  if (tiles(1) * 20 >= 9 * kTcNominalBlocks[1] * sms) return 1;
-  return 2;
-}
-
 template <int kProducts>
 void run_tc(const GemmArgs<float>& a, cudaStream_t s, int cfg, int splits) {
-  switch (cfg < 0 ? plan_tc(a.M, a.N, a.K) : cfg) {
+  switch (cfg < 0 ? tf32x3::plan_tile(a.M, a.N, a.K) : cfg) {
     case 0: launch_tc<0, kProducts>(a, s, splits); break;
     case 1: launch_tc<1, kProducts>(a, s, splits); break;
     case 2: launch_tc<2, kProducts>(a, s, splits); break;
@@ -462,8 +415,6 @@ void run_tc(const GemmArgs<float>& a, cudaStream_t s, int cfg, int splits) {
 }
 
 }  // namespace
-
-int tf32_plan(int M, int N, int K) { return plan_tc(M, N, K); }
 
 void tf32_run(const GemmArgs<float>& a, cudaStream_t s, int cfg, int products, int splits) {
   NN_RANGE("gemm_tf32x3");

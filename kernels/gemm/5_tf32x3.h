@@ -1,0 +1,18 @@
+// Variant 5's internals shared by its two files: 5_tf32x3.cu (the kernel and its launch) and
+// 5_tf32x3_plan.cu (the per-shape plan: which tile, how many k-slices). Not for callers.
+#pragma once
+
+namespace nn::gemm_detail::tf32x3 {
+
+// Block tile BM x BN of each configuration (5_tf32x3.cu's TcCfg<ID> static_asserts that it
+// agrees): 128x128, 64x64, 32x32, 128x64.
+inline constexpr int kConfigs = 4;
+inline constexpr int kTileM[kConfigs] = {128, 64, 32, 128}, kTileN[kConfigs] = {128, 64, 32, 64};
+
+// The configuration gemm(5, ...) runs at M x N x K on the current device.
+int plan_tile(int M, int N, int K);
+// k-slices for `tiles` blocks of a configuration of which `resident` fit an SM at once, at
+// depth K (1: no split-K).
+int plan_splits(long tiles, int resident, int K);
+
+}  // namespace nn::gemm_detail::tf32x3
