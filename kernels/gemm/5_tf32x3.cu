@@ -65,7 +65,8 @@ static_assert(kTileAgrees<0> && kTileAgrees<1> && kTileAgrees<2> && kTileAgrees<
 // at the same places and a slice count gives the same bits in all of them.
 constexpr int kTcSliceAlign = 32;
 
-enum TcVec { kTcVecA = 1, kTcVecB = 2, kTcVecD = 4 };
+// Which operands allow 16-byte loads (the epilogue stores one float at a time from the fragments).
+enum TcVec { kTcVecA = 1, kTcVecB = 2 };
 
 // One operand tile in shared memory as S[o][c]: c runs along the dimension that is contiguous
 // in global memory (so global -> shared is a straight copy of 16-byte chunks), padded so that
@@ -361,7 +362,6 @@ void launch_tc(const GemmArgs<float>& a, cudaStream_t s, int splits) {
   if (vec_ok(a.A, a.lda)) vec |= kTcVecA;
   if (a.B_u8 ? (reinterpret_cast<std::uintptr_t>(a.B_u8) % 4 == 0 && a.ldb % 4 == 0) : vec_ok(a.B, a.ldb))
     vec |= kTcVecB;
-  if (vec_ok(a.D, a.ldd) && (!a.C || vec_ok(a.C, a.ldc))) vec |= kTcVecD;
   const auto launch = [&]<Op OA, Op OB, bool kGather>() {
     const auto kernel = gemm_tf32x3_kernel<S, OA, OB, kGather, kProducts>;
     constexpr int kSmem = TcTiles<S, OA, OB, kGather>::kSmemBytes;
