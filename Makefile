@@ -171,6 +171,13 @@ $(CUDA_DIR)/obj/kernels/gemm/5_tf32x3.o $(CUDA_DIR)/obj/tests/kernels/test_gemm_
 $(CUDA_DIR)/obj/tests/sim/test_sim_wmma.o $(CUDA_DIR)/obj/bench/tc_peak.o: \
   NVCCFLAGS := $(filter-out $(CUDA_GENCODE),$(NVCCFLAGS)) $(CUDA_SASS_ONLY)
 
+# Hopper's warpgroup MMA (variant 5's wgmma kernel and its test) exists only in sm_90a code,
+# which runs on compute capability 9.0 alone (H100, H200); built for it whatever CUDA_ARCH says,
+# SASS only, and launched only where gemm_tuning::tf32_wgmma_available().
+CUDA_SM90A := -gencode arch=compute_90a,code=sm_90a
+$(CUDA_DIR)/obj/kernels/gemm/5_tf32x3_wgmma.o $(CUDA_DIR)/obj/tests/kernels/test_gemm_wgmma.o: \
+  NVCCFLAGS := $(filter-out $(CUDA_GENCODE),$(NVCCFLAGS)) $(CUDA_SM90A)
+
 $(CUDA_LIB): $(CUDA_HOST_OBJ) $(CUDA_KERN_OBJ)
 	$(call step,AR,cuda,$(notdir $@))rm -f $@ && ar rcs $@ $^
 

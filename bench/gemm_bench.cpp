@@ -74,7 +74,9 @@ bool cublas_is_baseline() { return !kEmulator && nn::gemm_variant_available(0); 
                "  --hidden, --batch  the network's H and the global batch B (default 512 and 3000)\n"
                "  --no-big    skip the 4096^3 shape (only run on a GPU anyway)\n"
                "  --tf32      also variant 5 (float) at each tile configuration (tf32x3:BMxBN) and as\n"
-               "              plain one-product TF32 (tf32x1, for comparison; not FP32-accurate)\n"
+               "              plain one-product TF32 (tf32x1, for comparison; not FP32-accurate); on\n"
+               "              compute capability 9.0 also its wgmma kernel (tf32x3:wgmma128x128,\n"
+               "              unsplit and with the plan's k-slices: /plan)\n"
                "  --double    benchmark double instead of float\n"
                "  --list      print the variants it runs by default, one 'NUMBER NAME' a line, and exit\n",
                argv0, nn::kGemmVariants - 1);
@@ -374,6 +376,16 @@ struct Bench {
       for (int c = 0; c < nn::gemm_tuning::kTf32Configs; ++c) {
         const std::string name = std::string("tf32x3:") + nn::gemm_tuning::tf32_config_name(c);
         kernels.push_back({5, c, name, 1, 3});
+        for (int sp : opt.splits)
+          if (sp != 1) kernels.push_back({5, c, name + "/s" + std::to_string(sp), sp, 3});
+      }
+      // The wgmma kernel (sm_90 only, not yet in the plan): unsplit, with the plan's k-slices, and
+      // at each --splits count.
+      if (nn::gemm_tuning::tf32_wgmma_available()) {
+        const int c = nn::gemm_tuning::kTf32Wgmma;
+        const std::string name = std::string("tf32x3:") + nn::gemm_tuning::tf32_config_name(c);
+        kernels.push_back({5, c, name, 1, 3});
+        kernels.push_back({5, c, name + "/plan", 0, 3});
         for (int sp : opt.splits)
           if (sp != 1) kernels.push_back({5, c, name + "/s" + std::to_string(sp), sp, 3});
       }

@@ -32,6 +32,7 @@
 #include "common/vector_access.h"
 #include "gemm/4_warptile.h"
 #include "gemm/5_tf32x3.h"
+#include "gemm/5_tf32x3_device.h"
 #include "gemm/mma_tf32.h"
 
 namespace nn::gemm_detail {
@@ -89,33 +90,8 @@ struct Stage {
 #pragma unroll
     for (int q = 0; q < kChunks; ++q) {
       const int idx = tid + q * NT;
-      const int c = c0 + (idx % (CL / 4)) * 4, o = o0 + idx / (CL / 4);
-      float* d = reg + q * 4;
-      if (o >= o_end) {
-#pragma unroll
-        for (int v = 0; v < 4; ++v) d[v] = 0.0f;
-        continue;
-      }
-      const bool full = vec && c + 4 <= c_end;
-      if constexpr (kGather) {
-        const std::uint8_t* p = Xu8 + static_cast<std::size_t>(cols[o]) * ld + c;
-        if (full) {
-          const uchar4 u = __ldg(reinterpret_cast<const uchar4*>(p));
-          d[0] = float(u.x) / 255.0f; d[1] = float(u.y) / 255.0f; d[2] = float(u.z) / 255.0f; d[3] = float(u.w) / 255.0f;
-        } else {
-#pragma unroll
-          for (int v = 0; v < 4; ++v) d[v] = c + v < c_end ? float(p[v]) / 255.0f : 0.0f;
-        }
-      } else {
-        const float* p = X + static_cast<std::size_t>(o) * ld + c;
-        if (full) {
-          const float4 u = __ldg(reinterpret_cast<const float4*>(p));
-          d[0] = u.x; d[1] = u.y; d[2] = u.z; d[3] = u.w;
-        } else {
-#pragma unroll
-          for (int v = 0; v < 4; ++v) d[v] = c + v < c_end ? p[v] : 0.0f;
-        }
-      }
+      tf32x3::load4<kGather>(reg + q * 4, X, Xu8, cols, ld,
+                             c0 + (idx % (CL / 4)) * 4, c_end, o0 + idx / (CL / 4), o_end, vec);
     }
   }
 
@@ -275,51 +251,9 @@ gemm_tf32x3_kernel(int M, int N, int K, int k_split, float alpha, const float* A
     __syncthreads();
   }
 
-  // Split-K (gridDim.z slices, each a whole number of k-tiles): every slice writes its running
-  // sums to ws; the last slice to arrive at a tile (a per-tile counter, no spinning) adds all
-  // slices in slice order from zero, so the result does not depend on which block came last,
-  // runs the epilogue and resets the counter for the next launch. As in variant 4.
-  if (gridDim.z > 1) {
-    constexpr int kPer = FM * FN * 4;  // accumulator elements per lane
-    const std::size_t tile = blockIdx.x + static_cast<std::size_t>(blockIdx.y) * gridDim.x;
-    float* mine = ws + ((tile * gridDim.z + blockIdx.z) * NT + tid) * kPer;
-#pragma unroll
-    for (int i = 0; i < FM; ++i)
-#pragma unroll
-      for (int j = 0; j < FN; ++j)
-        store_vector(reinterpret_cast<float4*>(mine + (i * FN + j) * 4),
-                     make_float4(acc[i][j][0], acc[i][j][1], acc[i][j][2], acc[i][j][3]));
-    __threadfence();  // publish the partials before the counter says they are there
-    __syncthreads();
-    if (tid == 0) {
-      const unsigned prev = atomicAdd(&counters[tile], 1u);
-      is_last = prev == gridDim.z - 1;
-      if (is_last) counters[tile] = 0;
-    }
-    __syncthreads();
-    if (!is_last) return;
-    __threadfence();
-#pragma unroll
-    for (int i = 0; i < FM; ++i)
-#pragma unroll
-      for (int j = 0; j < FN; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
-    for (unsigned z = 0; z < gridDim.z; ++z) {
-      const float* p = ws + ((tile * gridDim.z + z) * NT + tid) * kPer;
-#pragma unroll
-      for (int i = 0; i < FM; ++i)
-#pragma unroll
-        for (int j = 0; j < FN; ++j) {
-          // L2 only (__ldcg): other SMs wrote it.
-          const float4 u = __ldcg(reinterpret_cast<const float4*>(p + (i * FN + j) * 4));
-          acc[i][j][0] += u.x;
-          acc[i][j][1] += u.y;
-          acc[i][j][2] += u.z;
-          acc[i][j][3] += u.w;
-        }
-    }
-  }
+  // Split-K (gridDim.z slices, each a whole number of k-tiles): the last slice to arrive sums
+  // all of them in slice order (5_tf32x3_device.h), as in variant 4.
+  if (gridDim.z > 1 && !tf32x3::splitk_last<FM * FN * 4, NT>(&acc[0][0][0], ws, counters, tid, is_last)) return;
 
   // Epilogue straight from the fragments: this lane holds rows g and g + 8 of columns 2t and
   // 2t + 1 of each 16 x 8 tile (D and C are column-major: D + row + col * ldd).
@@ -328,20 +262,10 @@ gemm_tf32x3_kernel(int M, int N, int K, int k_split, float alpha, const float* A
 #pragma unroll
     for (int j = 0; j < FN; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int row = m0 + wm * S::WM + i * 16 + g + (e >> 1) * 8;
-        const int col = n0 + wn * S::WN + j * 8 + 2 * t4 + (e & 1);
-        if (row >= M || col >= N) continue;
-        const std::size_t jc = static_cast<std::size_t>(col);
-        float v = alpha * acc[i][j][e];
-        if (C) {
-          const float cv = C[row + jc * ldc];
-          v += beta * cv;
-          if (ep == Epilogue::Step) v = cv - step_lr * v;
-        }
-        if (ep != Epilogue::Step) v = apply_epilogue(v, ep, bias, row);
-        D[row + jc * ldd] = v;
-      }
+      for (int e = 0; e < 4; ++e)
+        tf32x3::epilogue_store(acc[i][j][e], m0 + wm * S::WM + i * 16 + g + (e >> 1) * 8,
+                               n0 + wn * S::WN + j * 8 + 2 * t4 + (e & 1), M, N, alpha, beta, C, ldc, D, ldd, ep,
+                               bias, step_lr);
 }
 
 // Blocks of configuration ID that one SM holds (registers and shared memory decide), asked of
@@ -410,6 +334,7 @@ void run_tc(const GemmArgs<float>& a, cudaStream_t s, int cfg, int splits) {
     case 0: launch_tc<0, kProducts>(a, s, splits); break;
     case 1: launch_tc<1, kProducts>(a, s, splits); break;
     case 2: launch_tc<2, kProducts>(a, s, splits); break;
+    case gemm_tuning::kTf32Wgmma: tf32_wgmma_run(a, s, kProducts, splits); break;
     default: launch_tc<3, kProducts>(a, s, splits); break;
   }
 }
@@ -417,6 +342,7 @@ void run_tc(const GemmArgs<float>& a, cudaStream_t s, int cfg, int splits) {
 }  // namespace
 
 void tf32_run(const GemmArgs<float>& a, cudaStream_t s, int cfg, int products, int splits) {
+  if (cfg == gemm_tuning::kTf32Wgmma) return tf32_wgmma_run(a, s, products, splits);
   NN_RANGE("gemm_tf32x3");
   if (products == 1) run_tc<1>(a, s, cfg, splits);
   else run_tc<3>(a, s, cfg, splits);
@@ -436,8 +362,8 @@ template void gemm_tf32x3<double>(const GemmArgs<double>&, cudaStream_t);
 
 namespace nn::gemm_tuning {
 const char* tf32_config_name(int cfg) {
-  static const char* const names[] = {"128x128", "64x64", "32x32", "128x64"};
-  return cfg >= 0 && cfg < kTf32Configs ? names[cfg] : "unknown";
+  static const char* const names[] = {"128x128", "64x64", "32x32", "128x64", "wgmma128x128"};
+  return cfg >= 0 && cfg <= kTf32Wgmma ? names[cfg] : "unknown";
 }
 static_assert(kTf32Configs == nn::gemm_detail::kTcConfigs, "gemm.h's kTf32Configs");
 }  // namespace nn::gemm_tuning

@@ -123,7 +123,9 @@ void gemm_warptile_with_config(int cfg, int splits, const GemmArgs<T>& args, cud
 }
 
 void gemm_tf32_with(int cfg, int products, const GemmArgs<float>& args, cudaStream_t s, int splits) {
-  if (cfg < -1 || cfg >= kTf32Configs) bad("unknown tf32 config " + std::to_string(cfg));
+  if (cfg < -1 || cfg > kTf32Wgmma) bad("unknown tf32 config " + std::to_string(cfg));
+  if (cfg == kTf32Wgmma && !tf32_wgmma_available())
+    bad("tf32 config wgmma128x128 needs a GPU of compute capability 9.0 (H100, H200)");
   if (products != 1 && products != 3) bad("tf32 products must be 1 or 3, got " + std::to_string(products));
   if (splits < 0) bad("negative split count " + std::to_string(splits));
   gemm_detail::validate(args);

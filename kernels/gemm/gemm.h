@@ -98,7 +98,13 @@ void gemm_warptile_with_config(int cfg, int splits, const GemmArgs<T>& a, cudaSt
 // splits >= 1 forces that many k-slices (1: no split-K, the same bits in every configuration),
 // 0 lets the plan choose (what gemm(5, ...) does).
 constexpr int kTf32Configs = 4;
-const char* tf32_config_name(int cfg);  // "128x128", "64x64", "32x32", "128x64" (BM x BN)
+// One more configuration past those: the 128x128 kernel on Hopper's warpgroup MMA
+// (5_tf32x3_wgmma.cu), only where tf32_wgmma_available() (compute capability 9.0: H100,
+// H200; always in the emulator); not chosen by tf32_plan yet, and its bits differ from the
+// others' (partial sums every 32 k, not 16).
+constexpr int kTf32Wgmma = kTf32Configs;
+bool tf32_wgmma_available();
+const char* tf32_config_name(int cfg);  // "128x128", "64x64", "32x32", "128x64", "wgmma128x128"
 void gemm_tf32_with(int cfg, int products, const GemmArgs<float>& a, cudaStream_t s = 0, int splits = 1);
 }  // namespace gemm_tuning
 
@@ -127,6 +133,7 @@ template <class T> void warptile_run(const GemmArgs<T>& a, cudaStream_t s, int c
 // Variant 5 with a forced configuration (cfg < 0: tf32_plan), 1 or 3 products, and k-slices
 // (0: planned per shape).
 void tf32_run(const GemmArgs<float>& a, cudaStream_t s, int cfg, int products, int splits);
+void tf32_wgmma_run(const GemmArgs<float>& a, cudaStream_t s, int products, int splits);  // kTf32Wgmma
 int tf32_plan(int M, int N, int K);  // the configuration gemm(5, ...) runs at M x N x K
 
 // Calls f.template operator()<opA, opB>() (f is a C++20 template lambda): each variant's

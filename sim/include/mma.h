@@ -41,6 +41,7 @@
 #include <cstdio>
 #include <cstring>
 #include <type_traits>
+#include <unordered_map>
 
 #include "sim/device.h"
 
@@ -272,6 +273,138 @@ inline void mma_m16n8k8_tf32(float (&d)[4], const float (&a)[4], const float (&b
   detail::wmma::Mma1688Rec rec{detail::WarpCall{&detail::wmma::mma1688_lanes}, a, b, d};
   detail::warp_op(detail::Site{file, line}, detail::kMmaSync, 0xffffffffu, reinterpret_cast<std::uintptr_t>(&rec),
                   0, 0, 32);
+}
+
+// ---- wgmma (Hopper's warpgroup MMA; kernels/gemm/wgmma_tf32.h) -----------------------------
+// wgmma.mma_async.sync.aligned.m64nNk8.f32.tf32.tf32 with both operands in shared memory,
+// K-major, no swizzle, as PTX documents them: a 64-bit matrix descriptor (bits 0-13: the
+// start address >> 4; 16-29: the leading dimension byte offset (LBO) >> 4; 32-45: the stride
+// dimension byte offset (SBO) >> 4; 62-63: the swizzle mode, 0 here). Element (row, k) of an
+// R x 8 operand (A: row = m, 64 rows; B: row = n, N rows) is the float at byte
+//   start + (row / 8) * SBO + (k / 4) * LBO + (row % 8) * 16 + (k % 4) * 4
+// (core matrices of 8 rows x 16 bytes; SBO steps 8 rows, LBO steps 4 k). The accumulator
+// fragment: warp w of the warpgroup (w = warp % 4), g = lane / 4, t = lane % 4, for j < N/8:
+//   d[4j] (16w+g, 8j+2t)  d[4j+1] (16w+g, 8j+2t+1)  d[4j+2] (16w+g+8, 8j+2t)  d[4j+3] (16w+g+8, 8j+2t+1)
+// Asynchrony: an mma is only recorded when issued; commit_group closes the thread's open
+// group and wait_group(n) runs every committed group but the newest n, in issue order, each
+// thread computing its own fragment with its own loads (so racecheck and the bounds checks see
+// them, at the time of the wait: the latest a GPU could read them). Reading d before the wait
+// sees the old values, and shared memory overwritten before the wait is what the mma reads:
+// both wrong on a GPU too. Each element: D(i,j) = scale_d ? D(i,j) : 0, then fmaf over
+// k = 0..7 in order, the inputs truncated to TF32 (the GPU's internal rounding is not modelled
+// bit for bit). Each call is a rendezvous of the warp (__syncwarp at the call's line); the
+// block must be whole warpgroups. Not modelled: wgmma.fence and fence.proxy.async (the
+// emulator cannot tell they are missing), other shapes, types, swizzles and A in registers.
+namespace detail::wgmma {
+
+struct Mma {
+  float* d;
+  int n;
+  std::uint64_t da, db;
+  bool scale_d;
+};
+struct Pending {
+  const BlockPub* block = nullptr;
+  uint3 bidx{};
+  Mma open[64];
+  int nopen = 0;
+  Mma done[256];  // committed, in issue order
+  int group_end[64];  // end index in done of each committed group
+  int ngroups = 0;
+};
+// One record per CUDA thread (fiber): keyed by its ThreadPub on the OS thread running the block.
+inline Pending& pending() {
+  thread_local std::unordered_map<const ThreadPub*, Pending> map;
+  Pending& p = map[tl_thread];
+  if (p.block != tl_block || p.bidx.x != tl_block->block_idx.x || p.bidx.y != tl_block->block_idx.y ||
+      p.bidx.z != tl_block->block_idx.z) {
+    if (p.nopen || p.ngroups)
+      device_fault("wgmma: a thread of an earlier block exited with wgmma.mma_async not waited for "
+                   "(wgmma.commit_group and wgmma.wait_group 0 before the kernel ends)");
+    p.block = tl_block;
+    p.bidx = tl_block->block_idx;
+  }
+  return p;
+}
+inline int linear_tid() {
+  const uint3 t = tl_thread->thread_idx;
+  const dim3 b = tl_block->block_dim;
+  return static_cast<int>(t.x + b.x * (t.y + b.y * t.z));
+}
+inline const float* element(std::uint64_t desc, int row, int k) {
+  const std::size_t start = (desc & 0x3fffu) << 4, lbo = ((desc >> 16) & 0x3fffu) << 4,
+                    sbo = ((desc >> 32) & 0x3fffu) << 4;
+  const char* base = static_cast<const char*>(tl_block->dyn_smem);
+  return reinterpret_cast<const float*>(base + start + (row / 8) * sbo + (k / 4) * lbo + (row % 8) * 16 + (k % 4) * 4);
+}
+inline void run(const Mma& m) {
+  const int tid = linear_tid(), w = (tid / 32) % 4, g = (tid % 32) / 4, t = tid % 4;
+  for (int j = 0; j < m.n / 8; ++j)
+    for (int e = 0; e < 4; ++e) {
+      const int row = 16 * w + g + (e >> 1) * 8, col = 8 * j + 2 * t + (e & 1);
+      float acc = m.scale_d ? m.d[4 * j + e] : 0.0f;
+      for (int k = 0; k < 8; ++k)
+        acc = std::fmaf(tf32_truncate_reference(*element(m.da, row, k)),
+                        tf32_truncate_reference(*element(m.db, col, k)), acc);
+      m.d[4 * j + e] = acc;
+    }
+}
+
+}  // namespace detail::wgmma
+
+// The shared-memory address a descriptor holds (cvta.to.shared): here the offset into the
+// block's dynamic shared memory, which must hold every wgmma operand.
+inline unsigned wgmma_smem_address(const void* p, const char* file, int line) {
+  const char* base = static_cast<const char*>(detail::tl_block ? detail::tl_block->dyn_smem : nullptr);
+  const long long off = base ? static_cast<const char*>(p) - base : -1;
+  if (off < 0 || off >= (1 << 18) || off % 16) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf,
+                  "wgmma operand at %s:%d is not 16-byte aligned dynamic shared memory (offset %lld)", file, line, off);
+    detail::device_fault(buf);
+  }
+  return static_cast<unsigned>(off);
+}
+
+inline void wgmma_m64nNk8_tf32(float* d, int n, std::uint64_t da, std::uint64_t db, bool scale_d, const char* file,
+                              int line) {
+  detail::warp_sync(detail::Site{file, line});
+  const dim3 bd = detail::tl_block->block_dim;
+  const unsigned threads = bd.x * bd.y * bd.z;
+  char buf[256];
+  if (threads % 128) {
+    std::snprintf(buf, sizeof buf, "wgmma.mma_async at %s:%d in a block of %u threads: not whole warpgroups of 128",
+                  file, line, threads);
+    detail::device_fault(buf);
+  }
+  if ((da >> 62) || (db >> 62)) {
+    std::snprintf(buf, sizeof buf, "wgmma.mma_async at %s:%d: only the no-swizzle layout is modelled", file, line);
+    detail::device_fault(buf);
+  }
+  detail::wgmma::Pending& p = detail::wgmma::pending();
+  if (p.nopen == 64) detail::device_fault("wgmma: more than 64 wgmma.mma_async without wgmma.commit_group");
+  p.open[p.nopen++] = detail::wgmma::Mma{d, n, da, db, scale_d};
+}
+inline void wgmma_commit(const char* file, int line) {
+  detail::warp_sync(detail::Site{file, line});
+  detail::wgmma::Pending& p = detail::wgmma::pending();
+  const int used = p.ngroups ? p.group_end[p.ngroups - 1] : 0;
+  if (p.ngroups == 64 || used + p.nopen > 256)
+    detail::device_fault("wgmma: too many wgmma groups committed and not waited for");
+  for (int i = 0; i < p.nopen; ++i) p.done[used + i] = p.open[i];
+  p.group_end[p.ngroups++] = used + p.nopen;
+  p.nopen = 0;
+}
+inline void wgmma_wait(int keep, const char* file, int line) {
+  detail::warp_sync(detail::Site{file, line});
+  detail::wgmma::Pending& p = detail::wgmma::pending();
+  if (p.ngroups <= keep) return;
+  const int run_groups = p.ngroups - keep, end = p.group_end[run_groups - 1];
+  for (int i = 0; i < end; ++i) detail::wgmma::run(p.done[i]);
+  const int total = p.group_end[p.ngroups - 1];
+  for (int i = end; i < total; ++i) p.done[i - end] = p.done[i];
+  for (int gi = run_groups; gi < p.ngroups; ++gi) p.group_end[gi - run_groups] = p.group_end[gi] - end;
+  p.ngroups = keep;
 }
 
 }  // namespace sim

@@ -101,6 +101,11 @@ summarise() {
   local f=$LOGS/$1.log
   case $1 in
     tc_peak) { grep -iE 'tflop|peak' "$f" | tail -4 | tr '\n' ' ' | cut -c1-200; } ;;
+    wgmma_tests) { grep -E '^\[  (PASSED|FAILED)  \]|tests? ran|Failure|expected' "$f" | head -4 | tr '\n' ' ' | cut -c1-200; } ;;
+    wgmma_gemm*) { echo "$(grep -ciE 'mismatch|error' "$f") failed rows; $(grep -E 'wgmma' "$f" | grep -E '^square4096' | awk '{printf "%s %s ", $6, $9}')" | cut -c1-200; } ;;
+    wgmma_jax*) { grep -E '^(epoch_seconds|startup_seconds|error)' "$f" | tr '\n' ' ' | cut -c1-200; } ;;
+    wgmma_sanitize*) { grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^\[  (PASSED|FAILED)' "$f" | sort | uniq -c | tr '\n' ' ' | cut -c1-200; } ;;
+    wgmma_*) { grep -iE 'test (precision|accuracy)|verif|max.*diff|s/epoch|^step:' "$f" | tail -3 | tr '\n' ' ' | cut -c1-200; } ;;
     tf32_tests) { grep -E '^\[  (PASSED|FAILED)  \]|tests? ran' "$f" | tr '\n' ' ' | cut -c1-160; } ;;
     tf32_gemm*) { echo "$(grep -ciE 'mismatch|error' "$f") failed rows; 4096: $(grep -E '^square4096' "$f" | awk '{printf "%s %s ", $6, $9}')" | cut -c1-200; } ;;
     tf32_jax*) { grep -E '^(epoch_seconds|startup_seconds|error)' "$f" | tr '\n' ' ' | cut -c1-200; } ;;
@@ -127,7 +132,31 @@ CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer /u
 #    configuration and plain TF32, with each row's largest error; at H 256, B 100 too;
 #    --verify with --gemm 5 at 1 and 2 ranks; 1024:3000 timed with --gemm 5 and 4 and JAX's
 #    scan (precision HIGHEST) in the same call; compute-sanitizer's four tools on its tests.
-TF32_TESTS='Tf32*:SimWmma*:AllVariants/GemmVariant.*/tf32x3:GemmGather.*Tf32*'
+TF32_TESTS='Tf32*:Wgmma*:SimWmma*:AllVariants/GemmVariant.*/tf32x3:GemmGather.*Tf32*'
+# 0w. Variant 5's wgmma kernel (kernels/gemm/5_tf32x3_wgmma.cu, written 2026-11-27 without a
+#     GPU, tested on the emulator only), first: its tests (Wgmma.DescriptorAndFragmentAreThePtxLayout
+#     checks the descriptor and fragment layouts alone: if it fails, its message says which
+#     elements are wrong); 4096^3 and the trainer's big shapes against cuBLAS and the mma.sync
+#     kernel (the wgmma rows of gemm_bench --tf32); --gemm 5 with the wgmma kernel in the plan
+#     (NN_TF32_WGMMA=1) verified at 1 and 2 ranks and timed at 1024:3000 beside the mma.sync plan
+#     and JAX's scan; memcheck and racecheck on its tests.
+step wgmma_tests 60 "${ONE[@]}" "$BIN/nn_tests" --gtest_filter='Wgmma*:Tf32x3.BadArguments*'
+step wgmma_gemm_1024_3000 90 "${KITENV[@]}" "$BIN/gemm_bench" --variants 0,5 --tf32 --splits 1,2,3 \
+  --hidden 1024 --batch 3000 --repeats 20 --csv "$LOGS/wgmma_gemm_1024_3000.csv"
+step wgmma_verify_np1 60 "${ONE[@]}" NN_TF32_WGMMA=1 "$BIN/nn_train" "${TRAIN[@]}" --gemm 5 --epochs 1 --verify
+step wgmma_verify_np2 60 "${KITENV[@]}" NN_TF32_WGMMA=1 "$MPIRUN" -np 2 "$BIN/nn_train" "${TRAIN[@]}" --gemm 5 \
+  --epochs 1 --verify
+W3=(--data data/current --hidden 1024 --batch 3000 --lr 0.5 --reg 1e-4 --epochs 5)
+step wgmma_train5_1024_3000 45 "${ONE[@]}" NN_TF32_WGMMA=1 "$BIN/nn_train" "${W3[@]}" --gemm 5 \
+  --metrics "$LOGS/wgmma_train5.csv"
+step wgmma_mma_train5_1024_3000 45 "${ONE[@]}" "$BIN/nn_train" "${W3[@]}" --gemm 5 --metrics "$LOGS/wgmma_mma_train5.csv"
+step wgmma_jax_scan_1024_3000 60 "$PY" bench/peer_jax.py "${W3[@]}" --device gpu --mode scan
+if [ -n "$CS" ]; then
+  for tool in memcheck racecheck; do
+    step "wgmma_sanitize_$tool" 60 "${ONE[@]}" "$CS" --tool "$tool" --error-exitcode 99 --print-limit 20 \
+      "$BIN/nn_tests" --gtest_filter='Wgmma*'
+  done
+fi
 #    The machine's limits first (bench/tc_peak.cu): WMMA TF32 MMAs a second with 1-8
 #    independent accumulators a warp, and FP32 FMAs on the CUDA cores.
 [ -x "$BIN/tc_peak" ] && step tc_peak 60 "${KITENV[@]}" "$BIN/tc_peak" --csv "$LOGS/tc_peak.csv"
