@@ -75,7 +75,7 @@ __device__ __forceinline__ void wgmma_m64n128k8_tf32(float (&d)[64], std::uint64
 
 __device__ __forceinline__ void wgmma_fence(NN_WGMMA_SITE_FIRST) {
 #if defined(SIM_EMULATOR)
-  ::sim::detail::warp_sync(::sim::detail::Site{file, line});  // .sync.aligned: the whole warp
+  ::sim::wgmma_fence(file, line);
 #elif defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #endif
@@ -97,7 +97,9 @@ __device__ __forceinline__ void wgmma_wait(NN_WGMMA_SITE_FIRST) {
 #endif
 }
 __device__ __forceinline__ void fence_proxy_async() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL) && !defined(SIM_EMULATOR)
+#if defined(SIM_EMULATOR)
+  ::sim::fence_proxy_async();
+#elif defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 #endif
 }

@@ -288,13 +288,27 @@ inline void mma_m16n8k8_tf32(float (&d)[4], const float (&a)[4], const float (&b
 // Asynchrony: an mma is only recorded when issued; commit_group closes the thread's open
 // group and wait_group(n) runs every committed group but the newest n, in issue order, each
 // thread computing its own fragment with its own loads (so racecheck and the bounds checks see
-// them, at the time of the wait: the latest a GPU could read them). Reading d before the wait
+// them, at the time of the wait: the latest a GPU could read them; mmas never waited for are
+// dropped when the thread's next block begins). Reading d before the wait
 // sees the old values, and shared memory overwritten before the wait is what the mma reads:
 // both wrong on a GPU too. Each element: D(i,j) = scale_d ? D(i,j) : 0, then fmaf over
 // k = 0..7 in order, the inputs truncated to TF32 (the GPU's internal rounding is not modelled
 // bit for bit). Each call is a rendezvous of the warp (__syncwarp at the call's line); the
-// block must be whole warpgroups. Not modelled: wgmma.fence and fence.proxy.async (the
-// emulator cannot tell they are missing), other shapes, types, swizzles and A in registers.
+// block must be whole warpgroups. Fences: an mma issued with no wgmma.fence before it in the
+// thread, or on an accumulator that a wait completed since the thread's last wgmma.fence,
+// faults; in race-checked blocks, an mma reading a shared byte whose writer has not executed
+// fence.proxy.async since the store faults (runtime/checks.cpp, async_proxy_read). Not
+// modelled: other shapes, types, swizzles and A in registers.
+namespace detail {
+// runtime/checks.cpp: fence.proxy.async by the running thread; the async proxy's read of
+// shared bytes (a fault if a writer of the block has not fenced since its store; race-checked
+// blocks only).
+void async_proxy_fence();
+void async_proxy_read(const void* p, std::size_t n, const char* what, const char* file, int line);
+// A number that differs for every block a worker (OS thread) runs.
+std::uint64_t block_serial();
+}  // namespace detail
+
 namespace detail::wgmma {
 
 struct Mma {
@@ -302,10 +316,14 @@ struct Mma {
   int n;
   std::uint64_t da, db;
   bool scale_d;
+  const char* file;
+  int line;
 };
 struct Pending {
-  const BlockPub* block = nullptr;
-  uint3 bidx{};
+  std::uint64_t block = 0;  // block_serial() of the block it belongs to
+  bool fenced = false;  // a wgmma.fence since the block began
+  float* waited[8];     // accumulators of mmas a wait completed since the last wgmma.fence
+  int nwaited = 0;
   Mma open[64];
   int nopen = 0;
   Mma done[256];  // committed, in issue order
@@ -316,13 +334,13 @@ struct Pending {
 inline Pending& pending() {
   thread_local std::unordered_map<const ThreadPub*, Pending> map;
   Pending& p = map[tl_thread];
-  if (p.block != tl_block || p.bidx.x != tl_block->block_idx.x || p.bidx.y != tl_block->block_idx.y ||
-      p.bidx.z != tl_block->block_idx.z) {
-    if (p.nopen || p.ngroups)
-      device_fault("wgmma: a thread of an earlier block exited with wgmma.mma_async not waited for "
-                   "(wgmma.commit_group and wgmma.wait_group 0 before the kernel ends)");
-    p.block = tl_block;
-    p.bidx = tl_block->block_idx;
+  const std::uint64_t serial = block_serial();
+  if (p.block != serial) {  // a new block: whatever an earlier one left (it ended or faulted) is gone
+    p.block = serial;
+    p.fenced = false;
+    p.nwaited = 0;
+    p.nopen = 0;
+    p.ngroups = 0;
   }
   return p;
 }
@@ -331,11 +349,14 @@ inline int linear_tid() {
   const dim3 b = tl_block->block_dim;
   return static_cast<int>(t.x + b.x * (t.y + b.y * t.z));
 }
-inline const float* element(std::uint64_t desc, int row, int k) {
+inline float element(std::uint64_t desc, int row, int k, const Mma& m) {
   const std::size_t start = (desc & 0x3fffu) << 4, lbo = ((desc >> 16) & 0x3fffu) << 4,
                     sbo = ((desc >> 32) & 0x3fffu) << 4;
   const char* base = static_cast<const char*>(tl_block->dyn_smem);
-  return reinterpret_cast<const float*>(base + start + (row / 8) * sbo + (k / 4) * lbo + (row % 8) * 16 + (k % 4) * 4);
+  const float* p =
+      reinterpret_cast<const float*>(base + start + (row / 8) * sbo + (k / 4) * lbo + (row % 8) * 16 + (k % 4) * 4);
+  async_proxy_read(p, sizeof(float), "wgmma.mma_async", m.file, m.line);
+  return tf32_truncate_reference(*p);
 }
 inline void run(const Mma& m) {
   const int tid = linear_tid(), w = (tid / 32) % 4, g = (tid % 32) / 4, t = tid % 4;
@@ -344,8 +365,7 @@ inline void run(const Mma& m) {
       const int row = 16 * w + g + (e >> 1) * 8, col = 8 * j + 2 * t + (e & 1);
       float acc = m.scale_d ? m.d[4 * j + e] : 0.0f;
       for (int k = 0; k < 8; ++k)
-        acc = std::fmaf(tf32_truncate_reference(*element(m.da, row, k)),
-                        tf32_truncate_reference(*element(m.db, col, k)), acc);
+        acc = std::fmaf(element(m.da, row, k, m), element(m.db, col, k, m), acc);
       m.d[4 * j + e] = acc;
     }
 }
@@ -382,9 +402,32 @@ inline void wgmma_m64nNk8_tf32(float* d, int n, std::uint64_t da, std::uint64_t 
     detail::device_fault(buf);
   }
   detail::wgmma::Pending& p = detail::wgmma::pending();
+  // PTX: a wgmma.fence before the first wgmma.mma_async, and between any other access to its
+  // registers (here: an accumulator a wait completed, which the thread then reads) and the
+  // next wgmma.mma_async on them.
+  bool reused = false;
+  for (int i = 0; i < p.nwaited; ++i) reused = reused || p.waited[i] == d;
+  if (!p.fenced || reused) {
+    std::snprintf(buf, sizeof buf,
+                  "wgmma.mma_async at %s:%d %s: registers other instructions access need a wgmma.fence first",
+                  file, line,
+                  !p.fenced ? "with no wgmma.fence before it in this thread"
+                            : "accumulates into registers that a completed wgmma wrote (the thread may have read "
+                              "them since), with no wgmma.fence after the wait");
+    detail::device_fault(buf);
+  }
   if (p.nopen == 64) detail::device_fault("wgmma: more than 64 wgmma.mma_async without wgmma.commit_group");
-  p.open[p.nopen++] = detail::wgmma::Mma{d, n, da, db, scale_d};
+  p.open[p.nopen++] = detail::wgmma::Mma{d, n, da, db, scale_d, file, line};
 }
+// wgmma.fence.sync.aligned: orders the thread's register accesses before the next wgmmas.
+inline void wgmma_fence(const char* file, int line) {
+  detail::warp_sync(detail::Site{file, line});
+  detail::wgmma::Pending& p = detail::wgmma::pending();
+  p.fenced = true;
+  p.nwaited = 0;
+}
+// fence.proxy.async.shared::cta: the thread's shared stores so far become visible to wgmma.
+inline void fence_proxy_async() { detail::async_proxy_fence(); }
 inline void wgmma_commit(const char* file, int line) {
   detail::warp_sync(detail::Site{file, line});
   detail::wgmma::Pending& p = detail::wgmma::pending();
@@ -400,7 +443,12 @@ inline void wgmma_wait(int keep, const char* file, int line) {
   detail::wgmma::Pending& p = detail::wgmma::pending();
   if (p.ngroups <= keep) return;
   const int run_groups = p.ngroups - keep, end = p.group_end[run_groups - 1];
-  for (int i = 0; i < end; ++i) detail::wgmma::run(p.done[i]);
+  for (int i = 0; i < end; ++i) {
+    detail::wgmma::run(p.done[i]);
+    bool known = false;
+    for (int j = 0; j < p.nwaited; ++j) known = known || p.waited[j] == p.done[i].d;
+    if (!known && p.nwaited < 8) p.waited[p.nwaited++] = p.done[i].d;
+  }
   const int total = p.group_end[p.ngroups - 1];
   for (int i = end; i < total; ++i) p.done[i - end] = p.done[i];
   for (int gi = run_groups; gi < p.ngroups; ++gi) p.group_end[gi - run_groups] = p.group_end[gi] - end;

@@ -235,6 +235,8 @@ void arena_begin_block(Worker& w, size_t dyn_bytes) {
   ensure_arena(a);
   a.pu_set = false;
   ++a.gen;  // race records of earlier blocks are stale
+  a.block_gen = a.gen;
+  std::memset(a.proxy_fences, 0, sizeof a.proxy_fences);
   a.low = 0;
   a.static_bytes = 0;
   a.arrays.clear();
@@ -422,6 +424,7 @@ void inferred_write(Worker& w, RaceByte& r, uintptr_t addr, int who, const void*
   r.wtid = static_cast<uint16_t>(x);
   r.wpc = xpc;
   r.wws = xst;
+  r.wfence = w.arena.proxy_fences[x];
 }
 
 void race_byte(Worker& w, RaceByte& r, uintptr_t addr, bool write, const void* pc) {
@@ -442,6 +445,7 @@ void race_byte(Worker& w, RaceByte& r, uintptr_t addr, bool write, const void* p
     r.wtid = static_cast<uint16_t>(me);
     r.wpc = pc;
     r.wws = stamp;
+    r.wfence = w.arena.proxy_fences[me];
   } else {
     if (unordered(w, gen, me, r.wgen, r.wtid, r.wws))
       race_fault(w, "read-after-write", addr, false, r.wtid, r.wpc, true, pc);
@@ -481,6 +485,40 @@ inline void shared_access(Worker& w, size_t off, uintptr_t addr, size_t n, bool 
   for (size_t i = 0; i < n; ++i) race_byte(w, a.race[off + i], addr + i, write, pc);
 }
 }  // namespace
+
+// ---- the async proxy: wgmma's shared-memory reads (sim/include/mma.h) ------------------------
+// fence.proxy.async by the running thread: its earlier shared stores become visible to the
+// async proxy.
+void async_proxy_fence() {
+  Worker* w = tl_worker;
+  if (w && w->in_block && w->cur >= 0) ++w->arena.proxy_fences[w->cur];
+}
+// The async proxy reads [p, p + n) for `what` at file:line (race-checked blocks only, where every
+// shared store is recorded): a byte whose last writer of this block has not executed
+// fence.proxy.async since writing it is a fault, as the tensor cores may not see that store.
+void async_proxy_read(const void* p, size_t n, const char* what, const char* file, int line) {
+  Worker* w = tl_worker;
+  if (!w || !w->in_block || w->cur < 0 || !w->race) return;
+  SharedArena& a = w->arena;
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
+  const size_t off = addr - reinterpret_cast<uintptr_t>(a.window);
+  if (off >= kWindow || n > kWindow - off) return;
+  for (size_t i = 0; i < n; ++i) {
+    const RaceByte& r = a.race[off + i];
+    if (r.wgen < a.block_gen || r.wtid == kNone || r.wfence != a.proxy_fences[r.wtid]) continue;
+    w->fiber_fault(cudaErrorLaunchFailure,
+                   strf("%s at %s:%d in %s reads %s, which thread %s stored%s with no fence.proxy.async by "
+                        "that thread after the store: the tensor cores read shared memory through the async "
+                        "proxy, which need not see such a store (thread %s waits for the result)",
+                        what, file, line, w->where().c_str(), shared_name(a, addr + i).c_str(),
+                        thread_str(*w, r.wtid).c_str(), at_line(r.wpc).c_str(), thread_str(*w, w->cur).c_str()));
+  }
+}
+
+std::uint64_t block_serial() {
+  Worker* w = tl_worker;
+  return w ? w->arena.block_gen : 0;
+}
 
 // ---- device memory ---------------------------------------------------------------------
 // Per 4-byte word of an allocation under the global race check: the last write and the last

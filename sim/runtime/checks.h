@@ -24,6 +24,7 @@ struct RaceByte {  // per byte: different threads may own neighbouring bytes
   const void *wpc, *rpc, *r2pc;  // code addresses of the writer, a reader, another thread's read
   uint32_t wws, rws, r2ws;       // the warp's sync stamp at each of those accesses
   uint16_t wtid, rtid, r2tid;    // linear thread ids (r2tid: 0xffff when none)
+  uint16_t wfence;               // the writer's fence.proxy.async count at the write (wgmma's reads)
   // The byte's value at the latest read seen (snap) and whose it was (lastr: 1 the reader, 2 the
   // other reader, 0 none, or a write seen since). GCC checks the store of a read-modify-write
   // (s[i] += x) only through its load, so a value that changed since a read seen is a store of
@@ -43,6 +44,10 @@ struct SharedArena {
                            // (2 only in race-checked blocks: the uninitialised-read check)
   RaceByte* race = nullptr;  // per byte of the window
   uint64_t gen = 1;        // current barrier interval (never reused)
+  uint64_t block_gen = 1;  // the interval the block started in: older race records are stale
+  // Per thread of the block: fence.proxy.async calls so far (mod 2^16). A shared byte whose
+  // writer has not fenced since writing it is not yet visible to the async proxy (wgmma).
+  uint16_t proxy_fences[1024] = {};
   // Per warp of the block: a stamp that changes whenever a warp intrinsic (__syncwarp, a
   // shuffle, a vote, ...) completes for some of its lanes. Two accesses by lanes of one warp in
   // one barrier interval are ordered only if the stamp changed between them.

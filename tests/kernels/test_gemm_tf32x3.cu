@@ -317,8 +317,9 @@ TEST(Tf32x3, SplitKIsDeterministicAndAsAccurate) {
 TEST(Tf32x3, BadArgumentsAreRefused) {
   Problem p(Op::N, Op::N, 8, 8, 8, 1.0, -1.0, 1u);
   EXPECT_THROW(nn::gemm_tuning::gemm_tf32_with(nn::gemm_tuning::kTf32Wgmma + 1, 3, p.args()), std::invalid_argument);
-  if (!nn::gemm_tuning::tf32_wgmma_available())  // a GPU without wgmma: refused, not launched
+  if (!nn::gemm_tuning::tf32_wgmma_available()) {  // a GPU without wgmma: refused, not launched
     EXPECT_THROW(nn::gemm_tuning::gemm_tf32_with(nn::gemm_tuning::kTf32Wgmma, 3, p.args()), std::invalid_argument);
+  }
   EXPECT_THROW(nn::gemm_tuning::gemm_tf32_with(-2, 3, p.args()), std::invalid_argument);
   EXPECT_THROW(nn::gemm_tuning::gemm_tf32_with(0, 2, p.args()), std::invalid_argument);
   EXPECT_THROW(nn::gemm_tuning::gemm_tf32_with(0, 3, p.args(), 0, -1), std::invalid_argument);

@@ -9,6 +9,9 @@
 //    the epilogues, C, the gathered uint8 batch, the fused step: against the float64 product
 //    and against variant 5's mma.sync kernel (configuration 0).
 //  - Wgmma.SplitKIsDeterministic.
+//  - WgmmaChecks.* (emulator only): the emulator's faults for a missing fence.proxy.async, a
+//    missing wgmma.fence, an operand outside dynamic shared memory; a result read before its
+//    wait is stale.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -21,6 +24,11 @@
 #include "device_vectors.h"
 #include "gemm/gemm.h"
 #include "gemm/wgmma_tf32.h"
+#ifdef SIM_EMULATOR
+#include <string>
+
+#include "sim/sim_api.h"
+#endif
 
 namespace {
 
@@ -208,5 +216,89 @@ TEST(Wgmma, SplitKIsDeterministic) {
   EXPECT_LT(error(a.wg, a), 2e-6);
   EXPECT_LT(error(a.wg, a), 4.0 * error(one.wg, one) + 1e-7);
 }
+
+
+#ifdef SIM_EMULATOR
+// ---- the emulator's checks of the wgmma discipline (sim/include/mma.h, "wgmma") -------------
+// One warpgroup multiplies a 64 x 8 A by an 8 x 128 B (both in the probe's layout) with one
+// fence or wait left out: mode 0 none; 1 no fence.proxy.async after the stores; 2 no
+// wgmma.fence before the mma; 3 a second mma on the waited accumulator without a new
+// wgmma.fence; 4 an operand outside dynamic shared memory; 5 the result read before the wait.
+__global__ void wgmma_discipline_kernel(float* out, int mode) {
+  extern __shared__ float4 smem4[];
+  __shared__ float outside[64];
+  float* sa = reinterpret_cast<float*>(smem4);
+  float* sb = sa + kProbeFloats;
+  const int tid = threadIdx.x;
+  for (int i = tid; i < 64 * 8; i += 128) sa[probe_off(i / 8, i % 8)] = 1.0f;
+  for (int i = tid; i < 128 * 8; i += 128) sb[probe_off(i / 8, i % 8)] = 2.0f;
+  for (int i = tid; i < 64; i += 128) outside[i] = 0.0f;
+  if (mode != 1) nn::gemm_detail::fence_proxy_async();
+  __syncthreads();
+  float d[64];
+  for (float& x : d) x = 0.0f;
+  if (mode != 2) nn::gemm_detail::wgmma_fence();
+  const std::uint64_t da = nn::gemm_detail::smem_desc(mode == 4 ? outside : sa, kProbeLbo, kProbeSbo);
+  nn::gemm_detail::wgmma_m64n128k8_tf32(d, da, nn::gemm_detail::smem_desc(sb, kProbeLbo, kProbeSbo), false);
+  nn::gemm_detail::wgmma_commit();
+  if (mode == 5) out[tid] = d[0];  // not yet written: 0, not 16
+  nn::gemm_detail::wgmma_wait<0>();
+  if (mode == 3) {
+    nn::gemm_detail::wgmma_m64n128k8_tf32(d, da, nn::gemm_detail::smem_desc(sb, kProbeLbo, kProbeSbo), true);
+    nn::gemm_detail::wgmma_commit();
+    nn::gemm_detail::wgmma_wait<0>();
+  }
+  if (mode != 5) out[tid] = d[0] + d[63];
+}
+
+// Faults recorded (not aborting) and every launch race-checked (the proxy check needs the
+// recorded stores) while a test runs; the device reset around it.
+struct WgmmaChecks : testing::Test {
+  bool race = sim::racecheck();
+  void SetUp() override {
+    nn::gemm_release_workspaces();
+    sim::reset();
+    sim::set_fault_mode(sim::FaultMode::Record);
+    sim::set_racecheck_all();
+  }
+  void TearDown() override {
+    EXPECT_EQ(sim::last_fault(), "");
+    sim::set_fault_mode(sim::FaultMode::Abort);
+    sim::set_racecheck(race);
+    sim::reset();
+  }
+  std::vector<float> run(int mode) {
+    const int smem = 2 * kProbeFloats * int(sizeof(float));
+    nn::DeviceBuffer<float> out(128);
+    wgmma_discipline_kernel<<<1, 128, smem>>>(out.get(), mode);
+    return nn::test::to_host(out);
+  }
+  void expect_fault(int mode, const std::vector<std::string>& parts) {
+    SCOPED_TRACE(mode);
+    {
+      const int smem = 2 * kProbeFloats * int(sizeof(float));
+      nn::DeviceBuffer<float> out(128);
+      wgmma_discipline_kernel<<<1, 128, smem>>>(out.get(), mode);
+      const std::string fault = sim::last_fault();
+      EXPECT_EQ(cudaDeviceSynchronize(), cudaErrorLaunchFailure) << fault;
+      for (const std::string& p : parts) EXPECT_NE(fault.find(p), std::string::npos) << p << " not in: " << fault;
+    }
+    sim::reset();
+  }
+};
+
+TEST_F(WgmmaChecks, TheDisciplinedKernelRuns) {
+  for (float v : run(0)) EXPECT_EQ(v, 32.0f);  // 8 products of 1 * 2, twice
+}
+TEST_F(WgmmaChecks, MissingFencesAreFaults) {
+  expect_fault(1, {"no fence.proxy.async", "wgmma.mma_async", "wgmma_discipline_kernel"});
+  expect_fault(2, {"no wgmma.fence before it"});
+  expect_fault(3, {"no wgmma.fence after the wait"});
+  expect_fault(4, {"not 16-byte aligned dynamic shared memory"});
+}
+TEST_F(WgmmaChecks, ResultReadBeforeTheWaitIsStale) {
+  for (float v : run(5)) EXPECT_EQ(v, 0.0f);
+}
+#endif  // SIM_EMULATOR
 
 }  // namespace
