@@ -393,14 +393,7 @@ void launch_cfg(const GemmArgs<T>& a, int splits, cudaStream_t s) {
         a.epilogue, a.bias, vec, ws, counters, a.B_u8, a.B_cols, a.step_lr);
     CHECK_LAUNCH("gemm_warptile_kernel");
   };
-  // The gathered batch is B of the forward GEMM (op N) and of dW1 (op T), op(A) = N in both
-  // (gemm.cu's validate): only those two are instantiated.
-  if (a.B_u8) {
-    if (a.opB == Op::N) launch.template operator()<Op::N, Op::N, true>();
-    else launch.template operator()<Op::N, Op::T, true>();
-    return;
-  }
-  with_ops(a.opA, a.opB, [&]<Op OA, Op OB>() { launch.template operator()<OA, OB, false>(); });
+  with_ops_gather(a, launch);
 }
 
 }  // namespace

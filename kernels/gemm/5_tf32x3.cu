@@ -30,7 +30,6 @@
 #include "common/check.h"
 #include "common/nvtx.h"
 #include "common/vector_access.h"
-#include "gemm/4_warptile.h"
 #include "gemm/5_tf32x3.h"
 #include "gemm/5_tf32x3_device.h"
 #include "gemm/mma_tf32.h"
@@ -301,31 +300,16 @@ void launch_tc(const GemmArgs<float>& a, cudaStream_t s, int splits) {
       static const int resident = resident_blocks(kernel, S::kThreads, kSmem);
       splits = tf32x3::plan_splits(long(grid.x) * grid.y, resident, a.K);
     }
-    // Each slice gets a whole number of kTcSliceAlign (a multiple of BK); recount so that no
-    // slice is empty.
-    int k_split = (a.K + splits - 1) / splits;
-    k_split = (k_split + kTcSliceAlign - 1) / kTcSliceAlign * kTcSliceAlign;
-    grid.z = k_split > 0 ? (a.K + k_split - 1) / k_split : 1;
-    float* ws = nullptr;
-    unsigned* counters = nullptr;
-    if (grid.z > 1) {
-      const std::size_t n_tiles = std::size_t(grid.x) * grid.y;
-      warptile::Workspace& w = warptile::workspace(s, n_tiles * grid.z * S::BM * S::BN * sizeof(float), n_tiles);
-      ws = static_cast<float*>(w.partial);
-      counters = w.counters;
-    }
-    kernel<<<grid, S::kThreads, kSmem, s>>>(a.M, a.N, a.K, k_split, a.alpha, a.A, a.lda, a.B, a.ldb, a.beta,
-                                        a.C, a.ldc, a.D, a.ldd, a.epilogue, a.bias, vec, ws, counters,
+    // Slices of a whole number of kTcSliceAlign (a multiple of every BK).
+    const tf32x3::Slices sl = tf32x3::slice_k(a.K, splits, kTcSliceAlign, std::size_t(grid.x) * grid.y,
+                                              std::size_t(S::BM) * S::BN, s);
+    grid.z = sl.z;
+    kernel<<<grid, S::kThreads, kSmem, s>>>(a.M, a.N, a.K, sl.k_split, a.alpha, a.A, a.lda, a.B, a.ldb, a.beta,
+                                        a.C, a.ldc, a.D, a.ldd, a.epilogue, a.bias, vec, sl.ws, sl.counters,
                                         a.B_u8, a.B_cols, a.step_lr);
     CHECK_LAUNCH("gemm_tf32x3_kernel");
   };
-  // The gathered batch is B of the forward GEMM (op N) and of dW1 (op T), op(A) = N in both.
-  if (a.B_u8) {
-    if (a.opB == Op::N) launch.template operator()<Op::N, Op::N, true>();
-    else launch.template operator()<Op::N, Op::T, true>();
-    return;
-  }
-  with_ops(a.opA, a.opB, [&]<Op OA, Op OB>() { launch.template operator()<OA, OB, false>(); });
+  with_ops_gather(a, launch);
 }
 
 template <int kProducts>

@@ -1,6 +1,9 @@
 // Variant 5's internals shared by its two files: 5_tf32x3.cu (the kernel and its launch) and
 // 5_tf32x3_plan.cu (the per-shape plan: which tile, how many k-slices). Not for callers.
 #pragma once
+#include <cstddef>
+
+#include <cuda_runtime.h>
 
 namespace nn::gemm_detail::tf32x3 {
 
@@ -8,6 +11,17 @@ namespace nn::gemm_detail::tf32x3 {
 // agrees): 128x128, 64x64, 32x32, 128x64.
 inline constexpr int kConfigs = 4;
 inline constexpr int kTileM[kConfigs] = {128, 64, 32, 128}, kTileN[kConfigs] = {128, 64, 32, 64};
+
+// K cut into `splits` slices of a whole number of `align` each, recounted so that none is empty
+// (z slices of k_split; z = 1: no split-K), and when z > 1 the split-K scratch of stream s for
+// `tiles` output tiles of `tile_floats` each (variant 4's: warptile::workspace).
+struct Slices {
+  int k_split;
+  unsigned z;
+  float* ws;
+  unsigned* counters;
+};
+Slices slice_k(int K, int splits, int align, std::size_t tiles, std::size_t tile_floats, cudaStream_t s);
 
 // The configuration gemm(5, ...) runs at M x N x K on the current device.
 int plan_tile(int M, int N, int K);

@@ -70,6 +70,18 @@ int plan_tile(int M, int N, int K) {
   return 2;
 }
 
+Slices slice_k(int K, int splits, int align, std::size_t tiles, std::size_t tile_floats, cudaStream_t s) {
+  int k_split = (K + splits - 1) / splits;
+  k_split = (k_split + align - 1) / align * align;
+  Slices sl{k_split, k_split > 0 ? unsigned((K + k_split - 1) / k_split) : 1u, nullptr, nullptr};
+  if (sl.z > 1) {
+    warptile::Workspace& w = warptile::workspace(s, tiles * sl.z * tile_floats * sizeof(float), tiles);
+    sl.ws = static_cast<float*>(w.partial);
+    sl.counters = w.counters;
+  }
+  return sl;
+}
+
 }  // namespace tf32x3
 
 int tf32_plan(int M, int N, int K) { return tf32x3::plan_tile(M, N, K); }

@@ -27,7 +27,6 @@
 #include "common/check.h"
 #include "common/nvtx.h"
 #include "common/vector_access.h"
-#include "gemm/4_warptile.h"
 #include "gemm/5_tf32x3.h"
 #include "gemm/5_tf32x3_device.h"
 #include "gemm/mma_tf32.h"
@@ -160,6 +159,7 @@ gemm_tf32x3_wgmma_kernel(int M, int N, int K, int k_split, float alpha, const fl
     const float* st = smem + (t & 1) * kStage;
     // The tile's products from zero into part (per k-step the two small corrections first):
     // this warpgroup's 64 rows of A, all 128 rows (n) of B.
+    wgmma_pin(part);  // the previous tile's reads of part stay before this tile's mmas
     wgmma_fence();
 #pragma unroll
     for (int s = 0; s < kBK / 8; ++s) {
@@ -184,6 +184,7 @@ gemm_tf32x3_wgmma_kernel(int M, int N, int K, int k_split, float alpha, const fl
       if (t + 2 < ntiles) load(k_begin + (t + 2) * kBK);
     }
     wgmma_wait<0>();
+    wgmma_pin(part);  // and this tile's reads after the wait
 #pragma unroll
     for (int i = 0; i < 64; ++i) acc[i] += part[i];
     __syncthreads();
@@ -218,29 +219,16 @@ void launch_wgmma(const GemmArgs<float>& a, cudaStream_t s, int splits) {
     (void)opted_in;
     dim3 grid((a.M + kBM - 1) / kBM, (a.N + kBN - 1) / kBN, 1);
     if (splits <= 0) splits = tf32x3::plan_splits(long(grid.x) * grid.y, 1, a.K);
-    // Slices of a whole number of k-tiles; recount so that none is empty.
-    int k_split = (a.K + splits - 1) / splits;
-    k_split = (k_split + kBK - 1) / kBK * kBK;
-    grid.z = k_split > 0 ? (a.K + k_split - 1) / k_split : 1;
-    float* ws = nullptr;
-    unsigned* counters = nullptr;
-    if (grid.z > 1) {
-      const std::size_t n_tiles = std::size_t(grid.x) * grid.y;
-      warptile::Workspace& w = warptile::workspace(s, n_tiles * grid.z * kBM * kBN * sizeof(float), n_tiles);
-      ws = static_cast<float*>(w.partial);
-      counters = w.counters;
-    }
-    kernel<<<grid, kThreads, kSmemBytes, s>>>(a.M, a.N, a.K, k_split, a.alpha, a.A, a.lda, a.B, a.ldb, a.beta, a.C,
-                                              a.ldc, a.D, a.ldd, a.epilogue, a.bias, vec, ws, counters, a.B_u8,
-                                              a.B_cols, a.step_lr);
+    // Slices of a whole number of k-tiles.
+    const tf32x3::Slices sl =
+        tf32x3::slice_k(a.K, splits, kBK, std::size_t(grid.x) * grid.y, std::size_t(kBM) * kBN, s);
+    grid.z = sl.z;
+    kernel<<<grid, kThreads, kSmemBytes, s>>>(a.M, a.N, a.K, sl.k_split, a.alpha, a.A, a.lda, a.B, a.ldb, a.beta,
+                                              a.C, a.ldc, a.D, a.ldd, a.epilogue, a.bias, vec, sl.ws, sl.counters,
+                                              a.B_u8, a.B_cols, a.step_lr);
     CHECK_LAUNCH("gemm_tf32x3_wgmma_kernel");
   };
-  if (a.B_u8) {
-    if (a.opB == Op::N) launch.template operator()<Op::N, Op::N, true>();
-    else launch.template operator()<Op::N, Op::T, true>();
-    return;
-  }
-  with_ops(a.opA, a.opB, [&]<Op OA, Op OB>() { launch.template operator()<OA, OB, false>(); });
+  with_ops_gather(a, launch);
 }
 
 }  // namespace

@@ -150,6 +150,19 @@ inline void with_ops(Op opA, Op opB, F&& f) {
   }
 }
 
+// with_ops for launchers that also take the gathered uint8 batch (GemmArgs::B_u8):
+// f.template operator()<opA, opB, kGather>(). The gathered batch is B of the forward GEMM (op N)
+// and of dW1 (op T), op(A) = N in both (validate): only those two pairs get kGather.
+template <class T, class F>
+inline void with_ops_gather(const GemmArgs<T>& a, F&& f) {
+  if (a.B_u8) {
+    if (a.opB == Op::N) f.template operator()<Op::N, Op::N, true>();
+    else f.template operator()<Op::N, Op::T, true>();
+    return;
+  }
+  with_ops(a.opA, a.opB, [&]<Op OA, Op OB>() { f.template operator()<OA, OB, false>(); });
+}
+
 inline bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
 
 // Element (r, c) of op(X) where X is stored column-major with leading dimension ld.

@@ -96,6 +96,18 @@ __device__ __forceinline__ void wgmma_wait(NN_WGMMA_SITE_FIRST) {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 #endif
 }
+// Pins the accumulator registers in program order against the surrounding code: the asm of
+// wgmma_wait names no registers, so without this the compiler could move a read of d above
+// the wait (undefined in PTX; CUDA 13.0 does not, but nothing obliges it). Nothing on the
+// emulator, where the wait is a call.
+__device__ __forceinline__ void wgmma_pin(float (&d)[64]) {
+#if defined(__CUDA_ARCH__) && !defined(SIM_EMULATOR)
+#pragma unroll
+  for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
+#else
+  (void)d;
+#endif
+}
 __device__ __forceinline__ void fence_proxy_async() {
 #if defined(SIM_EMULATOR)
   ::sim::fence_proxy_async();
