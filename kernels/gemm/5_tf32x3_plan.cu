@@ -58,13 +58,14 @@ int plan_tile(int M, int N, int K) {
     return long((M + kTileM[c] - 1) / kTileM[c]) * ((N + kTileN[c] - 1) / kTileN[c]);
   };
   if (K < 64) return 2;
-  // Opt-in until it is measured: NN_TF32_WGMMA=1 gives the wgmma kernel every GEMM with M, N
-  // and K of 64 or more on a GPU that has it (compute capability 9.0).
-  static const bool wgmma = [] {
+  // Opt-in until it is measured: NN_TF32_WGMMA=1 in the environment (read at every call) gives
+  // the wgmma kernel every GEMM with M, N and K of 64 or more on a GPU that has it (compute
+  // capability 9.0).
+  if (M >= 64 && N >= 64) {
     const char* e = std::getenv("NN_TF32_WGMMA");
-    return e && std::string(e) == "1" && gemm_tuning::tf32_wgmma_available();
-  }();
-  if (wgmma && M >= 64 && N >= 64) return gemm_tuning::kTf32Wgmma;
+    static const bool available = gemm_tuning::tf32_wgmma_available();
+    if (e && std::string(e) == "1" && available) return gemm_tuning::kTf32Wgmma;
+  }
   if (tiles(3) >= 4 * kNominalBlocks[3] * sms) return 3;
   if (tiles(1) * 20 >= 9 * kNominalBlocks[1] * sms) return 1;
   return 2;

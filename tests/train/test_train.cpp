@@ -127,6 +127,23 @@ TEST(Train, EveryGemmVariantMatchesReference) {
   }
 }
 
+// Variant 5 with its wgmma kernel in the plan (NN_TF32_WGMMA=1: forward GEMM 1 and the dW1
+// GEMM at H = 64 and 64 or more images a rank) trains as the reference does. The emulator and
+// compute capability 9.0 have the kernel; elsewhere the plan keeps the mma.sync kernel.
+TEST(Train, Gemm5OnWgmmaMatchesReference) {
+  struct Env {
+    Env() { setenv("NN_TF32_WGMMA", "1", 1); }
+    ~Env() { unsetenv("NN_TF32_WGMMA"); }
+  } env;
+  if (gemm_tuning::tf32_wgmma_available()) {
+    EXPECT_EQ(gemm_detail::tf32_plan(64, 64, 784), gemm_tuning::kTf32Wgmma);
+  }
+  Config c = small_config(64, 256, 1);
+  c.val_fraction = 0;
+  c.gemm = 5;
+  expect_verified<float>(train_on<float>(c, make_data(256, 5), nullptr));  // one step
+}
+
 // ---- DeviceModel alone: one slice's gradient against nn::ref::backward (rank-local) ----
 
 TEST(Train, DeviceModelGradientOfOneSlice) {
