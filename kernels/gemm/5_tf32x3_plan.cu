@@ -43,6 +43,26 @@ int plan_splits(long t, int resident, int K) {
   return best;
 }
 
+// The wgmma kernel holds one block an SM, so plan_splits' rule for fewer tiles than SMs (round
+// the slices up until they fill every SM) overshoots into a second, mostly idle wave: dW1 at
+// H = 1024 (56 tiles) would get 3 slices, 168 blocks on 132 SMs, 2 x 1000 k-steps on the
+// busiest SM where 2 slices take 1 x 1500. Here every count is costed that way instead.
+// kBlockCost (the prologue and epilogue of a block, in k-steps) and kSliceCost (the partial
+// sums through L2 and their reduction, per extra slice) are estimates until a GPU fits them.
+int plan_splits_waves(long t, int K, int align) {
+  constexpr double kBlockCost = 64, kSliceCost = 32;
+  const long sms = warptile::sm_count();
+  int best = 1;
+  double best_cost = 0;
+  for (int sp = 1; sp <= 16 && (sp == 1 || K / sp >= 2 * align); ++sp) {
+    const long slice = ((K + sp - 1) / sp + align - 1) / align * align;
+    const long waves = (t * sp + sms - 1) / sms;
+    const double cost = double(waves) * double(slice + kBlockCost) + kSliceCost * (sp - 1);
+    if (sp == 1 || cost < best_cost - 1e-9) best = sp, best_cost = cost;
+  }
+  return best;
+}
+
 // Blocks of each configuration an SM holds (sm_90, ptxas: about 220, 130-160, 64 and 236
 // registers a thread): the tile choice's estimate; the split plan asks the runtime.
 constexpr int kNominalBlocks[kConfigs] = {1, 3, 8, 2};

@@ -218,7 +218,7 @@ void launch_wgmma(const GemmArgs<float>& a, cudaStream_t s, int splits) {
     }();
     (void)opted_in;
     dim3 grid((a.M + kBM - 1) / kBM, (a.N + kBN - 1) / kBN, 1);
-    if (splits <= 0) splits = tf32x3::plan_splits(long(grid.x) * grid.y, 1, a.K);
+    if (splits <= 0) splits = tf32x3::plan_splits_waves(long(grid.x) * grid.y, a.K, kBK);
     // Slices of a whole number of k-tiles.
     const tf32x3::Slices sl =
         tf32x3::slice_k(a.K, splits, kBK, std::size_t(grid.x) * grid.y, std::size_t(kBM) * kBN, s);
