@@ -273,16 +273,18 @@ struct WgmmaChecks : testing::Test {
     wgmma_discipline_kernel<<<1, 128, smem>>>(out.get(), mode);
     return nn::test::to_host(out);
   }
+  // The launch faults with every part in the message; the device is reset after (the buffer is
+  // raw: after a sticky fault its cudaFree fails, which nn::DeviceBuffer would print).
   void expect_fault(int mode, const std::vector<std::string>& parts) {
     SCOPED_TRACE(mode);
-    {
-      const int smem = 2 * kProbeFloats * int(sizeof(float));
-      nn::DeviceBuffer<float> out(128);
-      wgmma_discipline_kernel<<<1, 128, smem>>>(out.get(), mode);
-      const std::string fault = sim::last_fault();
-      EXPECT_EQ(cudaDeviceSynchronize(), cudaErrorLaunchFailure) << fault;
-      for (const std::string& p : parts) EXPECT_NE(fault.find(p), std::string::npos) << p << " not in: " << fault;
-    }
+    const int smem = 2 * kProbeFloats * int(sizeof(float));
+    float* out = nullptr;
+    ASSERT_EQ(cudaMalloc(&out, 128 * sizeof(float)), cudaSuccess);
+    wgmma_discipline_kernel<<<1, 128, smem>>>(out, mode);
+    const std::string fault = sim::last_fault();
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaErrorLaunchFailure) << fault;
+    for (const std::string& p : parts) EXPECT_NE(fault.find(p), std::string::npos) << p << " not in: " << fault;
+    (void)cudaFree(out);
     sim::reset();
   }
 };
