@@ -269,6 +269,7 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
     case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = static_cast<int>(kOptinSmem); break;
     case cudaDevAttrMaxThreadsPerMultiProcessor: *value = p.maxThreadsPerMultiProcessor; break;
     case cudaDevAttrMaxBlocksPerMultiprocessor: *value = p.maxBlocksPerMultiProcessor; break;
+    case cudaDevAttrCooperativeLaunch: *value = 1; break;  // cudaLaunchCooperativeKernel (coop.cpp)
     case cudaDevAttrCanMapHostMemory:
     case cudaDevAttrUnifiedAddressing:
     case cudaDevAttrManagedMemory:

@@ -708,6 +708,13 @@ std::mutex g_sync_m;
 std::vector<std::vector<uint64_t>> g_fences;   // per linear block of the race-checked launch
 std::vector<uint64_t> g_last_atomic;           // per linear block
 bool g_sync_on = false;                        // the launch's blocks are tracked (not too many)
+std::vector<uint64_t> g_grid_syncs;            // g_seq of each grid barrier's release, ascending
+// A grid barrier released after `after` and no later than `before` orders the two accesses.
+bool grid_synced_between(uint64_t after, uint64_t before) {
+  std::lock_guard<std::mutex> lk(g_sync_m);
+  const auto it = std::upper_bound(g_grid_syncs.begin(), g_grid_syncs.end(), after);
+  return it != g_grid_syncs.end() && *it <= before;
+}
 bool fenced_between(unsigned long long x, uint64_t after, unsigned long long y) {
   std::lock_guard<std::mutex> lk(g_sync_m);
   if (!g_sync_on || x >= g_fences.size() || y >= g_last_atomic.size()) return false;
@@ -727,9 +734,10 @@ std::string block_str(const Worker& w, unsigned long long b) {
 }
 // Two accesses of one launch are ordered when one thread made both, when a __syncthreads of
 // their block separated them, or when they are lanes of one warp and a warp intrinsic of that
-// warp completed between them. Different blocks are never ordered.
+// warp completed between them. Threads of different blocks are ordered by a grid barrier
+// released between the two accesses, or by the fence-and-atomic pattern above.
 inline bool ordered(const Access& x, const Access& y) {  // x came first
-  if (x.block != y.block) return fenced_between(x.block, x.seq, y.block);
+  if (x.block != y.block) return grid_synced_between(x.seq, y.seq) || fenced_between(x.block, x.seq, y.block);
   if (x.tid == y.tid) return true;
   if (x.gen != y.gen) return true;
   return (x.tid >> 5) == (y.tid >> 5) && x.stamp != y.stamp;
@@ -742,8 +750,9 @@ inline bool ordered(const Access& x, const Access& y) {  // x came first
   const bool lost = other_inferred && code_line(me.pc) == code_line(other.pc);
   const std::string why =
       me.block != other.block
-          ? "threads of different blocks are ordered within a launch only by a __threadfence() of the first "
-            "block after its access and an atomic of the second block after that fence: use atomics, or "
+          ? "threads of different blocks are ordered within a launch only by a grid barrier between the two "
+            "accesses (a cooperative launch's grid.sync()), or by a __threadfence() of the first block after "
+            "its access and an atomic of the second block after that fence: use atomics, a grid barrier, or "
             "split the kernel"
       : same_warp ? "no __syncwarp(), shuffle, vote or __syncthreads() between them (the lanes of a warp do "
                     "not run in lockstep since Volta)"
@@ -919,6 +928,11 @@ void note_atomic(const Worker& w) {
 }
 }  // namespace
 
+void note_grid_sync() {
+  std::lock_guard<std::mutex> lk(g_sync_m);
+  g_grid_syncs.push_back(++g_seq);
+}
+
 void note_threadfence() {
   Worker* w = tl_worker;
   if (!w || !w->in_block || w->cur < 0 || !w->L || !w->L->racecheck) return;
@@ -968,6 +982,7 @@ void global_race_begin(const Launch& L) {
     g_sync_on = L.racecheck && L.nblocks <= (1u << 16);
     g_fences.assign(g_sync_on ? L.nblocks : 0, {});
     g_last_atomic.assign(g_sync_on ? L.nblocks : 0, 0);
+    g_grid_syncs.clear();
   }
   if (!L.racecheck) return;
   // Never reused (L.index restarts at every cudaDeviceReset): stale records stay stale.

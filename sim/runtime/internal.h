@@ -102,8 +102,16 @@ struct Launch {  // one kernel launch, shared by all workers
   std::atomic<int> refused{0};            // cudaError_t of a launch refused while running
   std::atomic<size_t> max_static{0};      // largest static __shared__ use of a block
   bool racecheck = false;                 // shared-memory race check on (checks.cpp)
+  bool cooperative = false;               // cudaLaunchCooperativeKernel: all blocks at once (coop.cpp)
+  struct GridBarrier* grid_bar = nullptr; // its grid barrier's state (coop.cpp)
   unsigned long long block_at(unsigned long long i) const;
 };
+// A cooperative launch: every block on an OS thread of its own, all resident at once, so a
+// grid barrier can wait for all of them (coop.cpp).
+void run_cooperative(Launch& L);
+// The global race check's view of a released grid barrier: accesses before it in any block are
+// ordered before accesses after it in any block (checks.cpp).
+void note_grid_sync();
 
 // Thrown by a fault found inside a fiber (FaultMode::Record): unwinds the kernel's
 // frames back to Worker::run_thread, so nothing the fiber owns leaks.

@@ -193,6 +193,7 @@ void launch_execute(const LaunchParams& p, void (*invoke)(void*), void* state) {
   L.seed = s.seed;
   L.index = next_launch_index();
   L.racecheck = racecheck_launch(p);
+  L.cooperative = p.cooperative;
   if (L.order == Order::Random && L.nblocks <= (1ull << 24)) {
     L.perm.resize(L.nblocks);
     std::iota(L.perm.begin(), L.perm.end(), 0u);
@@ -208,7 +209,9 @@ void launch_execute(const LaunchParams& p, void (*invoke)(void*), void* state) {
   global_race_begin(L);  // clears the list of arguments in any case
   Pool& P = pool();
   if (static_cast<int>(P.threads.size()) != s.workers - 1) P.resize(s.workers - 1);
-  if (s.workers <= 1 || L.nblocks == 1 || !P.usable())
+  if (L.cooperative)
+    run_cooperative(L);
+  else if (s.workers <= 1 || L.nblocks == 1 || !P.usable())
     work(L);
   else
     P.run(L);

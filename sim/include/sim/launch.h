@@ -24,6 +24,9 @@ struct LaunchParams {
   size_t shmem;
   cudaStream_t stream;
   const void* fn;  // the kernel's address; null when it is only known through deduction
+  // cudaLaunchCooperativeKernel: every block runs at once (each on an OS thread of its own),
+  // so cooperative_groups' grid barrier can be honoured (runtime/pool.cpp, coop.cpp).
+  bool cooperative = false;
 };
 // false: the launch must not run (invalid configuration or sticky error; last error set)
 bool launch_prepare(LaunchParams& p);
@@ -203,6 +206,40 @@ inline detail::DeferredLaunch<L> launch(detail::KernelRef<std::nullptr_t, L> k, 
   return {k.call, {name, file, line, grid, block, shmem, stream, nullptr}};
 }
 
+// cudaLaunchCooperativeKernel(kernel, grid, block, args, shmem, stream), CUDA's typed form:
+// args[i] points to the i-th argument. Refused with cudaErrorCooperativeLaunchTooLarge (as a
+// GPU refuses it) when the grid exceeds what can be resident at once by the occupancy answer
+// times the SM count; otherwise launched like k<<<...>>> with every block running at once.
+namespace detail {
+cudaError_t cooperative_fits(const void* fn, dim3 grid, dim3 block, size_t shmem, const char* name,
+                             const char* file, int line);
+cudaError_t launch_error_of_call();  // the calling thread's last error, without clearing it
+template <class... P, size_t... I>
+inline cudaError_t launch_cooperative(void (*fn)(P...), dim3 grid, dim3 block, void** args, size_t shmem,
+                                      cudaStream_t stream, const char* file, int line,
+                                      std::index_sequence<I...>) {
+  // The kernel's name is not known here (no macro): messages name the launch site.
+  const char* name = "cooperative kernel";
+  if (const cudaError_t e = cooperative_fits(reinterpret_cast<const void*>(fn), grid, block, shmem, name, file, line))
+    return e;
+  if (sizeof...(P) > 0 && !args) return cudaErrorInvalidValue;
+  KernelLaunch<NoCall, P...> k{fn, {}, {name, file, line, grid, block, shmem, stream,
+                                         reinterpret_cast<const void*>(fn), true}};
+  k(*static_cast<std::remove_reference_t<P>*>(args[I])...);
+  return launch_error_of_call();
+}
+}  // namespace detail
+}  // namespace sim
+
+template <class... P>
+inline cudaError_t cudaLaunchCooperativeKernel(void (*fn)(P...), dim3 grid, dim3 block, void** args,
+                                               size_t shmem = 0, cudaStream_t stream = nullptr,
+                                               const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+  return ::sim::detail::launch_cooperative(fn, grid, block, args, shmem, stream, file, line,
+                                           std::index_sequence_for<P...>{});
+}
+
+namespace sim {
 // A __shared__ declaration site: its storage is allocated per block, on first use.
 struct SharedSite {
   const char* file = "?";
