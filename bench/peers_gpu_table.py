@@ -7,7 +7,8 @@ strongest peers, each step's output read from the session's log folder.
 
 LOGDIR holds the session's step outputs, named peer_SYSTEM_H_B.log (and, for nn_train,
 peer_SYSTEM_H_B.csv, its --metrics file), SYSTEM one of
-    ours            nn_train, default options (--fused auto: the fused step where it applies)
+    ours            nn_train, default options (--persistent auto, --fused auto)
+    ours_fused      nn_train --persistent off (the fused step, a graph replay a step)
     ours_unfused    nn_train --fused off
     jax_scan        bench/peer_jax.py --device gpu --mode scan (the epoch in one jitted lax.scan)
     jax_step        bench/peer_jax.py --device gpu --mode step (a jitted step per batch)
@@ -44,6 +45,7 @@ D, C = 784, 10
 SHAPES = [(256, 100), (512, 800), (1024, 1000), (1024, 3000)]
 SYSTEMS = [  # (key, column title)
     ("ours", "ours"),
+    ("ours_fused", "ours `--persistent off`"),
     ("ours_unfused", "ours `--fused off`"),
     ("jax_scan", "JAX scan"),
     ("jax_step", "JAX step"),

@@ -180,6 +180,17 @@ const Spec kSpecs[] = {
      else if (s == "off") c.fused = Fused::Off;
      else throw BadValue{s.empty() ? "missing value" : "must be auto, on or off"};
    }},
+  {"persistent", "M", "with the fused step at one rank: runs of steps as one cooperative launch each, "
+   "two grid barriers a step; auto (on a GPU where the device and shape allow it) | on (an error where "
+   "it cannot) | off (a graph replay a step)",
+   [](const Config& c) { return std::string(persistent_name(c.persistent)); },
+   [](Config& c, const std::string& v) {
+     const std::string s = trim(v);
+     if (s == "auto") c.persistent = Persistent::Auto;
+     else if (s == "on") c.persistent = Persistent::On;
+     else if (s == "off") c.persistent = Persistent::Off;
+     else throw BadValue{s.empty() ? "missing value" : "must be auto, on or off"};
+   }},
   {"fused-gather", "M", "with the fused step: gemm (the GEMMs read the batch's bytes and normalise "
    "them in their tile loads) | copy (one kernel a step gathers a normalised copy for both GEMMs) | "
    "auto (copy: faster on an H200 at every shape timed); the same weights either way",

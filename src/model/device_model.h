@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "common/stream.h"
 #include "model/model.h"
 #include "model/param_layout.h"
+#include "ops/persistent_step.h"
 
 namespace nn::train {
 
@@ -117,6 +119,17 @@ class DeviceModel {
   void fused_step(std::size_t offset, int b, T inv_B, T reg, T lr);
   void wait_step_before_last();  // after fused_step: at most one step of run-ahead (see the .cpp)
   bool stats_deferred() const { return fused_; }
+  // --persistent (a lone rank with the fused step): runs of steps as one cooperative launch each
+  // (kernels/ops/persistent_step.h), two grid barriers a step, no host work between steps.
+  // enable_persistent plans it for this device and the batch size B; it returns "" when the
+  // model will run it, else why not (the device cannot launch cooperatively, or the forward
+  // pass's partial sums would need more than kPersistentMaxScratch bytes). persistent_steps runs
+  // `steps` steps of batches of B from order[offset] (the last may be short, at the shard's end),
+  // each stepping the parameters in place; the loss and hits accumulate as fused_step's.
+  std::string enable_persistent(bool on, int B);
+  bool persistent() const { return persistent_; }
+  const PersistentPlan& persistent_plan() const { return pplan_; }
+  void persistent_steps(std::size_t offset, int steps, int B, T reg, T lr);
   // The device's epoch sums start from these (a resumed epoch continues the saved sums, so it
   // adds the same numbers in the same order as an uninterrupted run).
   void set_stats(double loss_sum, std::uint64_t correct);
@@ -193,6 +206,12 @@ class DeviceModel {
   DeviceBuffer<T> parts_;
   DeviceBuffer<double> loss_parts_;
   DeviceBuffer<unsigned> hit_parts_, counts_;
+  // --persistent: the plan, the forward partial sums and the per-column buffers.
+  bool persistent_ = false;
+  PersistentPlan pplan_;
+  DeviceBuffer<T> pscratch_, pdz1_;
+  DeviceBuffer<double> ploss_;
+  DeviceBuffer<unsigned> phits_;
   void fused_forward(int b);
   void fused_layer2(int b, T inv_B, T reg, T lr, bool step);
   void fused_dw1(int b, T reg, T lr, bool step);

@@ -121,6 +121,47 @@ void DeviceModel<T>::fused_step(std::size_t offset, int b, T inv_B, T reg, T lr)
   step_parity_ ^= 1;
 }
 
+template <class T>
+std::string DeviceModel<T>::enable_persistent(bool on, int B) {
+  persistent_ = false;
+  if (!on) return "";
+  if (!fused_) return "it needs the fused step";
+  if (B < 1 || B > max_cols_) return "the batch does not fit the model's columns";
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  const PersistentPlan plan = nn::persistent_plan<T>(lay_.D, lay_.H, B, dev);
+  if (plan.blocks < 1) return "the device cannot launch it cooperatively";
+  if (plan.scratch * sizeof(T) > kPersistentMaxScratch)
+    return "its partial sums would take " + std::to_string(plan.scratch * sizeof(T) >> 20) + " MiB (at most " +
+           std::to_string(kPersistentMaxScratch >> 20) + ")";
+  if (lay_.C > kLayer2MaxClasses) return "it handles at most " + std::to_string(kLayer2MaxClasses) + " classes";
+  pplan_ = plan;
+  pscratch_ = DeviceBuffer<T>(plan.scratch);
+  pdz1_ = DeviceBuffer<T>(std::size_t(lay_.H) * B);
+  ploss_ = DeviceBuffer<double>(std::size_t(B));
+  phits_ = DeviceBuffer<unsigned>(std::size_t(B));
+  persistent_ = true;
+  return "";
+}
+
+template <class T>
+void DeviceModel<T>::persistent_steps(std::size_t offset, int steps, int B, T reg, T lr) {
+  if (!persistent_ || steps < 1) throw std::logic_error("persistent_steps: needs enable_persistent and steps >= 1");
+  NN_RANGE("persistent steps");
+  PersistentShape<T> a;
+  a.D = lay_.D, a.H = lay_.H, a.C = lay_.C, a.B = B, a.steps = steps;
+  a.n = shard_.n, a.offset = offset, a.lr = lr, a.reg = reg;
+  a.tile_d = pplan_.tile_d, a.slices = pplan_.slices;
+  T* P = params_.get();
+  nn::persistent_steps<T>(pplan_, a, shard_.images.get(), shard_.labels.get(), order_.get(), P, pscratch_.get(),
+                          A1_.get(), pdz1_.get(), Z2_.get(), ploss_.get(), phits_.get(), loss_.get(),
+                          counts_.get(), stream_.get());
+  ev_layer2_.record(stream_.get());
+  ev_all_.record(stream_.get());
+  ev_step_[step_parity_].record(stream_.get());
+  step_parity_ ^= 1;
+}
+
 // The host waits for the step before the last one queued: the device always has the next step
 // queued (it never waits for the host), and the host, whose progress the step timeout watches
 // (src/train/watchdog.h), stays within one step of the device, also where an epoch takes longer
@@ -159,6 +200,8 @@ std::uint64_t DeviceModel<T>::kernels_issued() const {
 // This file's members only (device_model.cpp instantiates the class).
 #define NN_FUSED_MEMBERS(T)                                                                  \
   template void DeviceModel<T>::enable_fused(bool, bool);                                          \
+  template std::string DeviceModel<T>::enable_persistent(bool, int);                         \
+  template void DeviceModel<T>::persistent_steps(std::size_t, int, int, T, T);                \
   template void DeviceModel<T>::fused_forward(int);                                          \
   template void DeviceModel<T>::fused_layer2(int, T, T, T, bool);                            \
   template void DeviceModel<T>::fused_dw1(int, T, T, bool);                                  \

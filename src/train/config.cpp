@@ -34,6 +34,15 @@ const char* fused_name(Fused f) {
   return "?";
 }
 
+const char* persistent_name(Persistent p) {
+  switch (p) {
+    case Persistent::Auto: return "auto";
+    case Persistent::On: return "on";
+    case Persistent::Off: return "off";
+  }
+  return "?";
+}
+
 const char* fused_gather_name(FusedGather g) {
   switch (g) {
     case FusedGather::Auto: return "auto";

@@ -41,6 +41,14 @@ const char* fused_name(Fused f);
 // kernel) that both GEMMs read. Auto is Copy: on an H200 (2026-11-27) it was faster at every
 // shape timed, 21.0 against 26.5 ms an epoch at 256:100 and 9.5 against 21.1 at 1024:1000 (at
 // H 1024 the gathering GEMMs took 2.7x and 3x the plain ones' time). The same weights either way.
+// --persistent: a lone rank's fused steps as runs of steps in one cooperative launch each
+// (kernels/ops/persistent_step.h). Auto: on a GPU where the device and the shape allow it;
+// off on the emulator and GPGPU-Sim (on: there too, an error where it cannot).
+enum class Persistent { Auto, On, Off };
+// Steps in one persistent launch at most: the host sees progress, stop requests and the step
+// watchdog at these boundaries (and at every --print-every / --save-every boundary).
+constexpr int kPersistentRun = 32;
+const char* persistent_name(Persistent p);
 enum class FusedGather { Auto, Gemm, Copy };
 const char* fused_gather_name(FusedGather g);
 // CUDA Graphs (--graph / --no-graph): Auto is on with the fused step (device_model.h), where
@@ -82,6 +90,7 @@ struct Config {
   bool mpi_device = false;            // --mpi device: device pointers to a CUDA-aware MPI
   Graphs graph = Graphs::Auto;        // replay each step's kernels as CUDA Graphs (graphs_in_use)
   Fused fused = Fused::Auto;          // --device gpu: the fused step (fused_in_use)
+  Persistent persistent = Persistent::Auto;  // a lone rank's steps in runs of one launch each
   FusedGather fused_gather = FusedGather::Auto;  // the fused step's batch: in the GEMMs or a copy
   Device device = Device::Gpu;        // --device gpu | cpu
   CpuGemm cpu_gemm = CpuGemm::Auto;  // --device cpu: the GEMM library (cpu_gemm.h; resolved by train_with)

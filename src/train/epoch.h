@@ -153,11 +153,14 @@ void run_epoch(Run<T, Model>& R, int e) {
       R.model.set_stats(R.loss_acc, R.hits_acc);
       R.stats_base = R.state.batch;
     }
-  for (std::size_t k = R.state.batch; k < R.K; ++k) {
-    step(R, e, k);
-    const std::uint64_t run_step = std::uint64_t(e) * R.K + k + 1;
-    if (R.cfg.save_every && run_step % R.cfg.save_every == 0 && k + 1 < R.K) save_now(R);
-    if (R.stop && k + 1 < R.K) return;
+  for (std::size_t k = R.state.batch; k < R.K;) {
+    const std::size_t n = steps_in_run(R, e, k);  // 1 unless --persistent
+    if (R.s.persistent) step_run(R, e, k, n);
+    else step(R, e, k);
+    k += n;
+    const std::uint64_t run_step = std::uint64_t(e) * R.K + k;
+    if (R.cfg.save_every && run_step % R.cfg.save_every == 0 && k < R.K) save_now(R);
+    if (R.stop && k < R.K) return;
   }
   end_epoch(R, e, t_epoch, cpu_epoch);
 }

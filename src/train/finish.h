@@ -98,6 +98,7 @@ template <class T, class Model>
 void add_step_shape(nlohmann::ordered_json& report, const Run<T, Model>& R) {
   report["fused"] = fused_in_use(R.cfg);
   report["fused_gather"] = fused_in_use(R.cfg) ? (fused_gathers_in_gemm(R.cfg) ? "gemm" : "copy") : "none";
+  report["persistent"] = R.s.persistent;  // runs of steps in one cooperative launch (--persistent)
 #ifdef SIM_EMULATOR
   const bool counted = true;
 #else

@@ -124,7 +124,7 @@ struct Run {
   std::vector<int> shared_cols = std::vector<int>(std::size_t(p));  // node-shared: each rank's columns this step
   double queue_s = 0;               // host time spent queueing the steps' device work (--graph saves it)
   std::size_t stats_base = 0;       // the epoch's batch at which the device's deferred sums started
-  std::uint64_t kernels_per_step = 0;  // kernel launches of the last step (device models)
+  double kernels_per_step = 0;  // kernel launches of the last step (device models; a persistent run's share)
   std::size_t steps = 0;
   double train_s = 0;
   // --device cpu: the step's GEMMs alone, timed on every rank at once after training (the

@@ -79,6 +79,7 @@ struct Setup {
   std::vector<RankDevice> ranks;     // rank 0: every rank's node and device, in rank order
   std::string device_name;           // this rank's cudaDeviceProp::name (or CPU name), for --report
   bool graphs = false;               // --graph resolved (graphs_in_use): the model replays CUDA Graphs
+  bool persistent = false;           // --persistent resolved: runs of steps in one launch each
   int threads = 0;                   // --device cpu: this rank's BLAS threads
   int b_max = 0;                     // this rank's largest batch part
   // --device cpu, data parallel, every rank on one node: the memory the model's parameters and
@@ -91,6 +92,26 @@ struct Setup {
   HiddenSlice slice;
   std::unique_ptr<Model> eval_model;
 };
+
+// --persistent resolved: on where asked (an error where it cannot), or by default on a GPU
+// (not the emulator, not GPGPU-Sim) where the model can plan it.
+template <class T, class Model>
+bool resolve_persistent(const Config& cfg, Setup<T, Model>& s, int p) {
+  if (cfg.persistent == Persistent::Off) return false;
+#ifdef SIM_EMULATOR
+  const bool simulated = true;
+#else
+  const bool simulated = s.device_name.rfind("GPGPU-Sim", 0) == 0;
+#endif
+  if (cfg.persistent == Persistent::Auto && simulated) return false;
+  std::string why;
+  if (!fused_in_use(cfg)) why = "it needs the fused step (--gemm 4 or 5, --fused not off, data parallel)";
+  else if (p != 1) why = "it runs at one rank only (with several, each step's gradient goes through MPI_Allreduce)";
+  else why = s.model->enable_persistent(true, s.b_max);
+  if (why.empty()) return true;
+  if (cfg.persistent == Persistent::On) throw UserError("--persistent on: " + why);
+  return false;
+}
 
 // This rank's compute device and where it runs (devices.h): the node's cores shared among
 // its ranks (or what the environment says) for OpenBLAS, or a GPU per rank, the node-local
@@ -204,6 +225,7 @@ Setup<T, Model> setup(const Config& cfg, const HostData& data) {
   s.model->enable_graphs(s.graphs);
   if constexpr (!kOnHost<Model>)
     if (fused_in_use(cfg)) s.model->enable_fused(true, fused_gathers_in_gemm(cfg));
+  if constexpr (!kOnHost<Model>) s.persistent = resolve_persistent(cfg, s, p);
   // One rank, data parallel: nothing runs between the backward pass and the step, so the
   // host model lets its dW1 GEMM apply the step (CpuModel::fuse_w1_step).
   if constexpr (kOnHost<Model>)
@@ -217,7 +239,12 @@ Setup<T, Model> setup(const Config& cfg, const HostData& data) {
 }
 
 // The GPU step the run takes (--fused) and whether it is replayed as CUDA Graphs, for the header.
-inline void print_step_line(std::FILE* out, const Config& cfg, bool graphs) {
+inline void print_step_line(std::FILE* out, const Config& cfg, bool graphs, bool persistent) {
+  if (persistent) {
+    std::fprintf(out, "step: persistent (runs of up to %d steps in one cooperative launch each, two grid "
+                 "barriers a step; --persistent off: the fused step)\n", kPersistentRun);
+    return;
+  }
   std::fprintf(out, "step: %s%s\n", !fused_in_use(cfg)
                ? "separate kernels (--fused off, --gemm other than 4 or 5, or --strategy model)"
                : fused_gathers_in_gemm(cfg)
@@ -287,7 +314,7 @@ void print_header(std::FILE* out, const Config& cfg, const HostData& data, const
   else
     std::fprintf(out, "MPI ranks: %d (batch slices of at most %d images on rank 0)\n", comm::size(), s.b_max);
   print_communication_line(out, cfg, s);
-  if (!kOnHost<Model>) print_step_line(out, cfg, s.graphs);
+  if (!kOnHost<Model>) print_step_line(out, cfg, s.graphs, s.persistent);
   for (const std::string& line : placement_lines(s.ranks)) std::fprintf(out, "%s\n", line.c_str());
   std::fflush(out);
   const std::string short_of_cores = threads_warning(s.ranks);

@@ -198,7 +198,7 @@ void step(Run<T, Model>& R, int e, std::size_t k) {
   }
   compute_step(R, k);
   ++R.steps;
-  R.kernels_per_step = kernels_issued(R) - launches;
+  R.kernels_per_step = double(kernels_issued(R) - launches);
   if (!deferred) {
     double loss_sum = 0;
     std::uint64_t hits = 0;
@@ -211,6 +211,53 @@ void step(Run<T, Model>& R, int e, std::size_t k) {
   boundary(R, false);
   R.timer.end();
   report_progress(R, e, k);
+}
+
+// --persistent: how many steps from batch k of epoch e the next launch runs: up to
+// kPersistentRun, never past the epoch, the next --print-every line or the next --save-every save.
+template <class T, class Model>
+std::size_t steps_in_run(const Run<T, Model>& R, int e, std::size_t k) {
+  if (!R.s.persistent) return 1;
+  std::size_t n = std::min<std::size_t>(kPersistentRun, R.K - k);
+  if (R.cfg.print_every > 0) n = std::min<std::size_t>(n, std::size_t(R.cfg.print_every) - k % std::size_t(R.cfg.print_every));
+  if (R.cfg.save_every) {
+    const std::uint64_t done = std::uint64_t(e) * R.K + k;
+    n = std::min<std::size_t>(n, std::size_t(R.cfg.save_every - done % R.cfg.save_every));
+  }
+  return n;
+}
+
+// Batches k .. k + n - 1 of epoch e in one persistent launch (a lone rank, stats on the device):
+// what step() does for one, once for the run. The step hook sees every step's number; a stop
+// request takes effect after the run.
+template <class T, class Model>
+void step_run(Run<T, Model>& R, int e, std::size_t k, std::size_t n) {
+  NN_RANGE("step run");
+  const std::uint64_t first = std::uint64_t(e) * R.K + k + 1;
+  watch("steps " + std::to_string(first) + "-" + std::to_string(first + n - 1) + " (epoch " + std::to_string(e + 1) +
+            ", batches " + std::to_string(k + 1) + "-" + std::to_string(k + n) + "/" + std::to_string(R.K) + ")",
+        R.steps == 0);
+  const std::uint64_t launches = kernels_issued(R);
+  R.timer.begin(R.compute);
+  if constexpr (HasFusedStep<Model>) {
+    const Part pt = part(R.plan, 0, k);
+    if (part(R.plan, 0, k + n - 1).offset != pt.offset + (n - 1) * R.plan.B)
+      throw std::logic_error("step_run: the run's batches are not consecutive full batches");
+    const auto t_queue = Clock::now();
+    R.model.persistent_steps(pt.offset, int(n), int(R.plan.B), R.reg, R.lr);
+    R.queue_s += since(t_queue);
+    R.model.wait_step_before_last();
+  }
+  boundary(R, false);
+  R.timer.mark(Mark::Step);
+  R.steps += n;
+  R.kernels_per_step = double(kernels_issued(R) - launches) / double(n);
+  R.state.batch = k + n;
+  for (std::size_t i = 1; i < n; ++i) call_step_hook(std::uint64_t(e) * R.K + k + i);
+  agree_after_step(R, e, k + n - 1);
+  boundary(R, false);
+  R.timer.end();
+  report_progress(R, e, k + n - 1);
 }
 
 }  // namespace nn::train

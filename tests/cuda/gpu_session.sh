@@ -119,6 +119,12 @@ summarise() {
     peer_table) { grep -cE '^\| [0-9]+:[0-9]+ ' "$f" | sed 's/^/table rows: /'; } ;;
     sanitize_script) { grep -E '^  (FAIL )?[a-z]+ np=' "$f" | cut -c1-60 | tr '\n' ';' | cut -c1-200; } ;;
     sanitize_*) { grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^tests: |FAILED' "$f" | sort | uniq -c | tr '\n' ' ' | cut -c1-200; } ;;
+    persist_tests) { grep -E '^\[  (PASSED|FAILED)  \]|tests? ran|Failure' "$f" | head -4 | tr '\n' ' ' | cut -c1-200; } ;;
+    persist_sanitize*) { grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^\[  (PASSED|FAILED)' "$f" | sort | uniq -c | tr '\n' ' ' | cut -c1-200; } ;;
+    persist_*) { grep -iE 'test (precision|accuracy)|verif|max.*diff|^step:' "$f" | tail -3 | tr '\n' ' ' | cut -c1-200; } ;;
+    latency_probe) { grep -E 'us/' "$f" | awk '{print $NF, $(NF-1)}' | tr '\n' ' ' | cut -c1-200; } ;;
+    lat_*) { grep -iE 'test (precision|accuracy)|s/epoch|epoch [0-9]+' "$f" | tail -2 | tr '\n' ' ' | cut -c1-200; } ;;
+    ncu_*) { grep -c '"gpu__time_duration.sum"' "$f" | sed 's/^/kernel rows: /'; } ;;
     *) tail -1 "$f" | cut -c1-160 ;;
   esac
 }
@@ -132,6 +138,45 @@ CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer /u
 #    configuration and plain TF32, with each row's largest error; at H 256, B 100 too;
 #    --verify with --gemm 5 at 1 and 2 ranks; 1024:3000 timed with --gemm 5 and 4 and JAX's
 #    scan (precision HIGHEST) in the same call; compute-sanitizer's four tools on its tests.
+# 0p. The persistent step (kernels/ops/persistent_step.cu: runs of steps in one cooperative
+#     launch, two grid barriers a step): its kernel tests and the emulator's grid-barrier tests on
+#     the GPU, --verify at 256:100 and 128:50, a 256:100 run with the step's kernel time (ncu, one
+#     launch of 32 steps), compute-sanitizer's four tools on its tests.
+step persist_tests 60 "${ONE[@]}" "$BIN/nn_tests" --gtest_filter='PersistentStep*:SimCoop*'
+step persist_verify 60 "${ONE[@]}" "$BIN/nn_train" "${TRAIN[@]}" --persistent on --epochs 1 --verify \
+  --report "$LOGS/persist_verify.json"
+step persist_verify_128_50 60 "${ONE[@]}" "$BIN/nn_train" --data data/current --hidden 128 --batch 50 --lr 0.5 \
+  --reg 1e-4 --persistent on --epochs 1 --verify
+step persist_train_256_100 30 "${ONE[@]}" "$BIN/nn_train" "${TRAIN[@]}" --persistent on --epochs 4 \
+  --metrics "$LOGS/persist_train_256_100.csv"
+NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+if [ -n "$NCU" ]; then
+  step ncu_persist_256_100 60 "${ONE[@]}" "$NCU" --clock-control none --csv --kernel-name regex:persistent \
+    --launch-skip 2 --launch-count 2 --metrics gpu__time_duration.sum,launch__grid_size,launch__registers_per_thread \
+    "$BIN/nn_train" "${TRAIN[@]}" --persistent on --epochs 1 --train-size 20000
+fi
+if [ -n "$CS" ]; then
+  for tool in memcheck racecheck initcheck synccheck; do
+    step "persist_sanitize_$tool" 90 "${ONE[@]}" "$CS" --tool "$tool" --error-exitcode 99 --print-limit 20 \
+      "$BIN/nn_tests" --gtest_filter='PersistentStep*:SimCoop*'
+  done
+fi
+# 0l. The step's latency: what a kernel node of a replayed graph, a programmatic-dependent-launch
+#     edge and a grid barrier cost on this GPU (bench/gpu/launch_latency.cu), and each kernel's time in
+#     3 fused steps at 256:100 (launched one by one: --no-graph), with the epoch time beside it.
+NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+step latency_probe 60 bash -c 'nvcc -arch=sm_90 -O2 -o /tmp/launch_latency bench/gpu/launch_latency.cu && /tmp/launch_latency'
+if [ -n "$NCU" ]; then
+  step ncu_fused_256_100 60 "${ONE[@]}" "$NCU" --clock-control none --csv \
+    --metrics gpu__time_duration.sum,launch__grid_size,launch__block_size,launch__registers_per_thread \
+    --launch-skip 60 --launch-count 15 "$BIN/nn_train" --data data/current --hidden 256 --batch 100 \
+    --lr 0.5 --reg 1e-4 --epochs 1 --train-size 5000 --no-graph
+fi
+for hb in 256:100 512:800; do
+  L=(--data data/current --hidden "${hb%:*}" --batch "${hb#*:}" --lr 0.5 --reg 1e-4 --epochs 4)
+  step "lat_ours_${hb/:/_}" 30 "${ONE[@]}" "$BIN/nn_train" "${L[@]}" --metrics "$LOGS/lat_ours_${hb/:/_}.csv"
+  step "lat_ours_nograph_${hb/:/_}" 30 "${ONE[@]}" "$BIN/nn_train" "${L[@]}" --no-graph --metrics "$LOGS/lat_ours_nograph_${hb/:/_}.csv"
+done
 TF32_TESTS='Tf32*:Wgmma*:SimWmma*:AllVariants/GemmVariant.*/tf32x3:GemmGather.*Tf32*'
 # 0w. Variant 5's wgmma kernel (kernels/gemm/5_tf32x3_wgmma.cu, written 2026-11-27 without a
 #     GPU, tested on the emulator only), first: its tests (Wgmma.DescriptorAndFragmentAreThePtxLayout
@@ -247,6 +292,8 @@ for hb in 256:100 512:800 1024:1000 1024:3000; do
   s=${hb/:/_}
   PEER=(--data data/current --hidden "${hb%:*}" --batch "${hb#*:}" --lr 0.5 --reg 1e-4 --epochs 4)
   peer_step "peer_ours_$s" 20 "${ONE[@]}" "$BIN/nn_train" "${PEER[@]}" --metrics "$LOGS/peer_ours_$s.csv"
+  peer_step "peer_ours_fused_$s" 20 "${ONE[@]}" "$BIN/nn_train" "${PEER[@]}" --persistent off \
+    --metrics "$LOGS/peer_ours_fused_$s.csv"
   peer_step "peer_ours_unfused_$s" 20 "${ONE[@]}" "$BIN/nn_train" "${PEER[@]}" --fused off \
     --metrics "$LOGS/peer_ours_unfused_$s.csv"
   peer_step "peer_ours_gather_gemm_$s" 20 "${ONE[@]}" "$BIN/nn_train" "${PEER[@]}" --fused-gather gemm \
