@@ -66,7 +66,7 @@ struct Config {
   double val_fraction = 0.1;          // tail of the used training images held out
   std::uint64_t seed = 1;             // initial weights and per-epoch shuffles
   bool shuffle = true;                // false: batches in file order
-  int gemm = 4;                       // GEMM variant 0..4 (0 = cuBLAS; emulated on OpenBLAS in the CPU build)
+  int gemm = 4;                       // GEMM variant (variants.h; 0 = cuBLAS, on OpenBLAS in the CPU build)
   std::string save;                   // checkpoint (weights + training state) after every epoch and at the end ("" = none)
   bool resume = false;                // with save: continue from the state in `save` if that file exists
   std::size_t save_every = 0;         // with save: also save every K steps (0 = at epoch ends only)

@@ -104,7 +104,7 @@ def check_variants(root, problems):
     rows = list(table_rows(readme))
     # The results table: rows whose first cell starts with a variant number.
     result_numbers = {m.group(1) for _, cells in rows
-                      if (m := re.match(r"\**(\d+)\b", cells[0]))}
+                      if (m := re.match(r"\**(\d+)\**(?:\s|$)", cells[0]))}
     gemm_rows = [(n, " ".join(cells)) for n, cells in rows if "kernels/gemm/" in " ".join(cells)]
     for number, name, _state in variants:
         if number not in result_numbers:
