@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """The GPU peer comparison of tests/cuda/gpu_session.sh as Markdown: nn_train against the
-strongest peers, each step's output read from the session's log folder.
+strongest peers, each step's output read from gpu_session.sh's log folder.
 
     python3 bench/peers_gpu_table.py LOGDIR [--gpu NAME] [--peak TFLOPS] [--date YYYY-MM-DD]
                                      [--out FILE.md] [--csv FILE.csv]
 
-LOGDIR holds the session's step outputs, named peer_SYSTEM_H_B.log (and, for nn_train,
+LOGDIR holds gpu_session.sh's step outputs, named peer_SYSTEM_H_B.log (and, for nn_train,
 peer_SYSTEM_H_B.csv, its --metrics file), SYSTEM one of
     ours            nn_train, default options (--persistent auto, --fused auto)
     ours_fused      nn_train --persistent off (the fused step, a graph replay a step)

@@ -1,4 +1,4 @@
-// The CPU GEMM lab (issue 24, part 2): one BLAS library, loaded at run time, timed on the
+// The CPU GEMM lab: one BLAS library, loaded at run time, timed on the
 // GEMMs of the trainer's --device cpu step (src/model/cpu_model.cpp) at the shapes of
 // the given H:B pairs and rank counts, every result checked against a float64 recomputation.
 // bench/cpu_gemm/lab.sh runs it once per library and thread count, alternating, and

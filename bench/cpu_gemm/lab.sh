@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CPU GEMM lab (issue 24, part 2): which CPU GEMM is fastest at the trainer's --device cpu
+# The CPU GEMM lab: which CPU GEMM is fastest at the trainer's --device cpu
 # shapes. OpenBLAS (what nn_train calls), BLIS, oneDNN (Debian's packages, installed by
 # `.ci/setup.sh gemmlab`) and Intel MKL (PyPI's `mkl` wheel, installed here into a virtual
 # environment of its own, $VENV), each in its own process of cpu_gemm_lab (lab.cpp says what it

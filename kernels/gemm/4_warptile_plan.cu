@@ -65,9 +65,9 @@ int plan_splits(int cfg, int M, int N, int K, int sms) {
 // Split-K scratch, one per (device, stream) so GEMMs on different streams never share it.
 // Grown on demand (the trainer's shapes are fixed, so after the first batches this is a lookup).
 // A buffer outgrown is retired, not freed: a CUDA Graph captured earlier (--graph) holds its
-// address and replays write to it. Freeing it made the next replay fault on an H200
-// (2026-11-25: nn_train --graph, once the new tile plan's split-K shapes made a later GEMM on
-// the stream grow the scratch; tests/kernels/test_gemm_warptile.cpp's
+// address and replays write to it. Freeing it makes the next replay fault on a GPU
+// once a later GEMM on the stream grows the scratch (seen with nn_train --graph:
+// bench/results/h200-2026-11-25/; tests/kernels/test_gemm_warptile.cpp's
 // GraphKeepsItsScratchWhenALaterGemmGrowsIt, which the emulator fails without this).
 // Everything is freed by gemm_release_workspaces() only, before a reset; never at exit: at
 // static destruction the CUDA runtime may already be gone.
@@ -124,12 +124,11 @@ const char* warptile_config_name(int cfg) {
   return cfg >= 0 && cfg < kWarptileConfigs ? names[cfg] : "unknown";
 }
 
-// Tuned on an H200 (132 SMs): gemm_bench --configs, 2026-11-25, then every configuration at
-// 1-16 k-slices (gemm_bench --splits, 2026-11-26, at H:B = 512:3000, then 1024:1000, 1024:3000
-// and 256:100; bench/README.md). Over those 60 GEMMs the plan's choice ran 2.0% slower than
-// the fastest pair of the same run on (geometric) average, 17% at worst (a 1 us dW2); the plan
-// before H = 1024 was swept: 4.7%, 35% at worst (forward1 1024x1000x784). bench/splits_report.py
-// prints these from gemm_bench's CSVs (bench/results/h200-2026-11-26/call5, call6).
+// Tuned on an H200 (132 SMs): gemm_bench --configs, then every configuration at 1-16
+// k-slices (gemm_bench --splits at H:B = 512:3000, 1024:1000, 1024:3000 and 256:100;
+// bench/README.md). Over those 60 GEMMs the plan's choice runs 2.0% slower than the fastest
+// pair of the same run on (geometric) average, 17% at worst (a 1 us dW2).
+// bench/splits_report.py prints these from gemm_bench's CSVs (bench/results/h200-2026-11-26/).
 //   M <= 16 (the 10-class layer): 16x64.
 //   64x64 when its tiles give every SM 1.5 blocks (forward1 at p = 1, dW1 at H = 1024, 4096^3).
 //   Otherwise 64x32 (dW1 at H <= 512, forward1 at p = 2, 4).

@@ -30,7 +30,7 @@ int plan_tile(int M, int N, int K);
 int plan_splits(long tiles, int resident, int K);
 // The same for the wgmma kernel (one block an SM, slices of whole `align` k-tiles): the count
 // that minimises the k-steps of its busiest SM, waves * (slice + a fixed cost per block), plus
-// a cost per extra slice. Not fitted on a GPU yet (2026-11-27): the constants are estimates.
+// a cost per extra slice. The constants are estimates, not fitted to measurements.
 int plan_splits_waves(long tiles, int K, int align);
 
 }  // namespace nn::gemm_detail::tf32x3

@@ -71,16 +71,16 @@ constexpr int kNominalBlocks[kConfigs] = {1, 3, 8, 2};
 // and 1.00x for 64x64 on the H200); 64x64 where its tiles fill at least 45% of one wave
 // (forward1 at H = 1024, B >= 750); else 32x32 (more, shorter blocks: the small layers, the
 // 10-row layer), also for a short K (dA1, K = 10: 32x32 0.0128 ms, 64x64 0.0137 at
-// 1024 x 3000). Measured on an H200, 2026-11-27 (see plan_splits).
+// 1024 x 3000). Measured on an H200: bench/results/h200-2026-11-27b/ (see plan_splits).
 int plan_tile(int M, int N, int K) {
   const long sms = warptile::sm_count();
   const auto tiles = [&](int c) {
     return long((M + kTileM[c] - 1) / kTileM[c]) * ((N + kTileN[c] - 1) / kTileN[c]);
   };
   if (K < 64) return 2;
-  // Opt-in until it is measured: NN_TF32_WGMMA=1 in the environment (read at every call) gives
-  // the wgmma kernel every GEMM with M, N and K of 64 or more on a GPU that has it (compute
-  // capability 9.0).
+  // Opt-in (measured on an H100 only, bench/results/h100-2026-11-28/): NN_TF32_WGMMA=1 in the
+  // environment (read at every call) gives the wgmma kernel every GEMM with M, N and K of 64
+  // or more on a GPU that has it (compute capability 9.0).
   if (M >= 64 && N >= 64) {
     const char* e = std::getenv("NN_TF32_WGMMA");
     static const bool available = gemm_tuning::tf32_wgmma_available();

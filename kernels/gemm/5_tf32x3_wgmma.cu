@@ -17,9 +17,10 @@
 //    one barrier ends the tile. Partial sums every 32 k (every 16 in 5_tf32x3.cu, so the bits
 //    differ from the mma.sync kernel's).
 //  - Split-K, the epilogues, the gathered uint8 batch: as 5_tf32x3.cu (5_tf32x3_device.h).
-// Not in the plan yet: written and tested on the emulator (2026-11-27) without a GPU, so
-// gemm(5, ...) runs 5_tf32x3.cu; gemm_tuning::gemm_tf32_with(kTf32Wgmma, ...) and gemm_bench
-// --tf32 run this one where tf32_wgmma_available(). Tested by tests/kernels/test_gemm_wgmma.cu.
+// gemm(5, ...) runs it only with NN_TF32_WGMMA=1 in the environment (5_tf32x3_plan.cu's
+// plan_tile); gemm_tuning::gemm_tf32_with(kTf32Wgmma, ...) and gemm_bench --tf32 run it where
+// tf32_wgmma_available(). Measured: bench/results/h100-2026-11-28/. Tested by
+// tests/kernels/test_gemm_wgmma.cu.
 #include "gemm/gemm.h"
 
 #include <cstdint>

@@ -46,7 +46,7 @@ std::string broadcast(const std::string& s);
 // buffers longer than INT_MAX elements go in several calls. Every rank passes the same n.
 void allreduce_sum(float* buf, std::size_t n);
 void allreduce_sum(double* buf, std::size_t n);
-// ---- communication strategies (src/comm/strategies.cpp; issue 7) ----
+// ---- communication strategies (src/comm/strategies.cpp) ----
 // A reduction in flight (MPI_Iallreduce): the buffer must stay untouched until wait()
 // returns. test() lets MPI progress it (call it while the host waits for something else).
 class Request {

@@ -24,7 +24,7 @@ const char* device_name(Device d);  // "gpu", "cpu"
 // --node-shared: one copy of the weights in the node's shared memory (--device cpu, data
 // parallel, every rank on one node; setup.h's use_node_shared). Auto: wherever that holds;
 // On: the same, but an error where it cannot (ps, model, the GPU, ranks on several nodes);
-// Off: never (the whole gradient all-reduced, as before 2026-11-26).
+// Off: never (the whole gradient all-reduced).
 enum class NodeShared { Auto, On, Off };
 const char* node_shared_name(NodeShared m);
 
@@ -35,20 +35,21 @@ const char* node_shared_name(NodeShared m);
 enum class Fused { Auto, On, Off };
 const char* fused_name(Fused f);
 
-// --fused-gather: where the fused step normalises the batch. Gemm: inside both GEMMs' tile
-// loads (no copy, four kernels a step; but every block row of the GEMM reads and divides the
-// same bytes again); Copy: once a step into a normalised copy (ops gather_normalize, a fifth
-// kernel) that both GEMMs read. Auto is Copy: on an H200 (2026-11-27) it was faster at every
-// shape timed, 21.0 against 26.5 ms an epoch at 256:100 and 9.5 against 21.1 at 1024:1000 (at
-// H 1024 the gathering GEMMs took 2.7x and 3x the plain ones' time). The same weights either way.
 // --persistent: a lone rank's fused steps as runs of steps in one cooperative launch each
 // (kernels/ops/persistent_step.h). Auto: on a GPU where the device and the shape allow it;
 // off on the emulator and GPGPU-Sim (on: there too, an error where it cannot).
 enum class Persistent { Auto, On, Off };
+const char* persistent_name(Persistent p);
 // Steps in one persistent launch at most: the host sees progress, stop requests and the step
 // watchdog at these boundaries (and at every --print-every / --save-every boundary).
 constexpr int kPersistentRun = 32;
-const char* persistent_name(Persistent p);
+// --fused-gather: where the fused step normalises the batch. Gemm: inside both GEMMs' tile
+// loads (no copy, four kernels a step; but every block row of the GEMM reads and divides the
+// same bytes again); Copy: once a step into a normalised copy (ops gather_normalize, a fifth
+// kernel) that both GEMMs read. Auto is Copy: on an H200 (bench/results/h200-2026-11-27/) it
+// was faster at every shape timed, 21.0 against 26.5 ms an epoch at 256:100 and 9.5 against
+// 21.1 at 1024:1000 (at H 1024 the gathering GEMMs took 2.7x and 3x the plain ones' time).
+// The same weights either way.
 enum class FusedGather { Auto, Gemm, Copy };
 const char* fused_gather_name(FusedGather g);
 // CUDA Graphs (--graph / --no-graph): Auto is on with the fused step (device_model.h), where
@@ -73,7 +74,7 @@ struct Config {
   double val_fraction = 0.1;          // tail of the used training images held out
   std::uint64_t seed = 1;             // initial weights and per-epoch shuffles
   bool shuffle = true;                // false: batches in file order
-  int gemm = 4;                       // GEMM variant 0..4 (0 = cuBLAS; emulated on OpenBLAS in the CPU build)
+  int gemm = 4;                       // GEMM variant (variants.h; 0 = cuBLAS, on OpenBLAS in the CPU build)
   std::string save;                   // checkpoint (weights + training state) after every epoch and at the end ("" = none)
   bool resume = false;                // with save: continue from the state in `save` if that file exists
   std::size_t save_every = 0;         // with save: also save every K steps (0 = at epoch ends only)

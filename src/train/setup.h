@@ -141,8 +141,8 @@ RankDevice choose_device(const Config& cfg, Setup<T, Model>& s) {
 // --strategy allreduce, more than one rank, all of them on this node, --node-shared not off.
 // Each rank's dW1 columns then read every rank's dZ1 (H x batch values, not its own H x
 // batch / p) and the next forward pass reads the columns of W1 the others wrote, but the
-// all-reduce and SGD pass over W1 are gone. Measured on the 2-core VM at 2 ranks (2026-11-26,
-// median s/epoch of epochs 2-4, --node-shared on / off, the same minute): 0.61-0.69 at 256:100,
+// all-reduce and SGD pass over W1 are gone. Measured on a 2-core VM at 2 ranks (median
+// s/epoch of epochs 2-4, --node-shared on / off, the same minute): 0.61-0.69 at 256:100,
 // 0.92-0.96 at 512:800, 0.90-0.99 at 512:2000, 0.91-0.95 at 1024:1000, 0.95-1.07 at 512:3000
 // (noise), 0.95-0.98 at 1024:3000. (With the parts 264 bytes off a page boundary, as Open MPI
 // hands them out, B = 3000 had been 1-2% slower: node_shared.cpp aligns them.)

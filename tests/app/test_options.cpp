@@ -363,7 +363,7 @@ TEST_F(ConfigFile, ReportAndProfileKeys) {
 
 }  // namespace
 
-// Issue 38: --fused auto|on|off and the graph switches, and what they resolve to.
+// --fused auto|on|off and the graph switches, and what they resolve to.
 TEST(Config, FusedAndGraphSwitches) {
   using nn::train::Fused;
   using nn::train::Graphs;

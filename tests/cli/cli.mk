@@ -1,4 +1,4 @@
-# End-to-end tests of nn_train's failure paths (issue 8), included by the Makefile:
+# End-to-end tests of nn_train's failure paths, included by the Makefile:
 #   tests/cli/bad_input.sh  corrupt IDX files, bad option values, bad checkpoints, unwritable
 #                           output paths, each at 1 and 3 ranks: one `error:` line, the
 #                           documented exit status, no crash, no hang, nothing trained
@@ -12,8 +12,8 @@
 #   tests/cli/device_map.sh  SIM_DEVICES=k: each rank's device is its node-local rank mod k,
 #                           in the header and the --report JSON; bad SIM_DEVICES refused
 #   tests/cli/resume_signal.sh  SIGUSR1 to mpirun mid-training, --resume until exit 0: the
-#                           --save file is byte-identical to an uninterrupted run's (issue 15)
-#   tests/cli/cores.sh      --device cpu threads on cores of their own (issue 24): what
+#                           --save file is byte-identical to an uninterrupted run's
+#   tests/cli/cores.sh      --device cpu threads on cores of their own: what
 #                           slurm/mpirun.sh adds (--map-by slot:PE=t), 1 rank x 2 threads
 #                           through it uses both cores (2 threads do the work, on 2 CPUs:
 #                           /proc/PID/task, not CPU/wall), plain mpirun warns

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every --device cpu thread on a core of its own (issue 24, part 1), end to end:
+# Every --device cpu thread on a core of its own, end to end:
 #   - slurm/mpirun.sh's placement, with a stand-in launcher that prints the options it gets:
 #     --map-by slot:PE=t for t threads per rank when the ranks fit in this host's cores,
 #     SLURM_CPUS_PER_TASK inside a job, nothing when the caller placed the ranks itself, when

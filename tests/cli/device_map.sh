@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every rank's node and device, end to end (issue 22): nn_train at 1-4 ranks on this node with
+# Every rank's node and device, end to end: nn_train at 1-4 ranks on this node with
 # SIM_DEVICES unset and set (the emulator presents k devices), --report FILE, and then:
 #   - "rank_devices" in the report lists every rank once, in order, with this host, its
 #     node-local rank, device == local_rank % k and device_count == k (--device cpu: null, 0);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 15's acceptance sequence with real signals: train uninterrupted with --save A; train
+# Exact resumption with real signals: train uninterrupted with --save A; train
 # the same configuration with --save B --resume --save-every 5, send SIGUSR1 to mpirun while
 # it trains (mpirun forwards it to the ranks), and run the same command again until it exits
 # 0; then A and B must be byte-identical (cmp). Each stopped run must exit 75 (kExitStopped).

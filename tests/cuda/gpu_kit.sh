@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Pack the CUDA build for a GPU machine that has the NVIDIA driver and the CUDA toolkit (cuBLAS)
-# but none of our other packages (Open MPI, Armadillo, OpenBLAS, ...): a lent cloud GPU, a
+# but none of our other packages (Open MPI, Armadillo, OpenBLAS, ...): a rented cloud GPU, a
 # container image, a node where `module load` offers CUDA and nothing else.
 #   bash tests/cuda/gpu_kit.sh [BUILD_CUDA_DIR] [KIT_DIR]   (defaults build/cuda, .gpukit)
 # KIT_DIR/kit.txz (xz: the 36 MB OpenBLAS shrinks to 4) holds:

@@ -726,7 +726,7 @@ TEST_F(SimChecks, WriteAfterWriteRaceIsReportedUnderEverySchedule) {
 }
 
 // Lanes of one warp are not in lockstep (independent thread scheduling since Volta): two lanes
-// writing one word with no __syncwarp between are a hazard too (they were exempt until issue 41).
+// writing one word with no __syncwarp between are a hazard too.
 TEST_F(SimChecks, SameWarpWritesWithoutSyncwarpAreAHazard) {
   SKIP_WITHOUT_CHECKS();
   simtest::for_each_schedule([&](const std::string& sched) {

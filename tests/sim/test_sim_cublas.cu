@@ -228,7 +228,8 @@ TEST_F(SimCublas, HandleCallsCheckTheHandleAndTheirArguments) {
   EXPECT_EQ(cublasSetMathMode(h_, tf32_strict), CUBLAS_STATUS_SUCCESS);
   EXPECT_EQ(cublasGetMathMode(h_, &math), CUBLAS_STATUS_SUCCESS);
   EXPECT_EQ(math, tf32_strict);
-  // Any combination of the mode bits is kept (cuBLAS 13.0 on an H200, 2026-11-25).
+  // Any combination of the mode bits is kept (cuBLAS 13.0 on an H200,
+  // bench/results/h200-2026-11-25/).
   EXPECT_EQ(cublasSetMathMode(h_, cublasMath_t(5)), CUBLAS_STATUS_SUCCESS);
   EXPECT_EQ(cublasGetMathMode(h_, &math), CUBLAS_STATUS_SUCCESS);
   EXPECT_EQ(math, cublasMath_t(5));

@@ -1,4 +1,4 @@
-// The emulator's checks for what GPU tools miss (issue 41): races on global memory between
+// The emulator's checks for what GPU tools miss: races on global memory between
 // blocks, warps and lanes (and lost updates of read-modify-writes), reads of shared memory no
 // thread of the block wrote, lanes of one warp exchanging data through shared memory without
 // __syncwarp, integer division by zero in a kernel, and host access to pinned memory a queued

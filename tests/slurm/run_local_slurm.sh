@@ -290,7 +290,7 @@ submit() {
     --gpus-per-task=0 --ntasks="$TRAIN_NP" slurm/train.sbatch $TRAIN_ARGS
   submit train-mpi NN_BUILD=cpu NN_BIN="$NN_TRAIN" NN_DATA="$NN_DATA" LAUNCHER=mpirun SBATCH_GPUS_PER_TASK=0 -- \
     --ntasks="$TRAIN_NP" slurm/train.sbatch $TRAIN_ARGS
-  # --device cpu with 2 cores per task: srun and mpirun must give the rank both (issue 24).
+  # --device cpu with 2 cores per task: srun and mpirun must give the rank both.
   submit train-cpu NN_BUILD=cpu NN_BIN="$NN_TRAIN" NN_DATA="$NN_DATA" -- \
     --gpus-per-task=0 --ntasks=1 --cpus-per-task=2 slurm/train.sbatch $TRAIN_ARGS --device cpu
   submit train-cpu-mpi NN_BUILD=cpu NN_BIN="$NN_TRAIN" NN_DATA="$NN_DATA" LAUNCHER=mpirun -- \

@@ -359,7 +359,7 @@ TEST(Report, ProfileRunsAndPrintsItsPhases) {
   EXPECT_NO_THROW(train_on<nn_real>(c, random_data(60, 10), nullptr));
 }
 
-// Issue 38: "kernels_per_step" counts the launches of a step. The fused step is four kernels
+// "kernels_per_step" counts the launches of a step. The fused step is four kernels
 // at one rank (forward GEMM, layer 2, its finish with the update, dW1 with W1's update) and
 // five with an exchange (the update is a kernel of its own), one more with --fused-gather copy
 // (the batch's normalised copy; also what auto does); the separate kernels are twelve.

@@ -1,4 +1,4 @@
-// Preemptible, exactly resumable training (issue 15): a run stopped after any step -- in the
+// Preemptible, exactly resumable training: a run stopped after any step -- in the
 // middle of an epoch, at an epoch's end, right after a --save-every save -- once or several
 // times, and resumed with --resume, ends with a --save file byte-identical to the
 // uninterrupted run's: every strategy, float and double, at every rank count the suite runs

@@ -1,4 +1,4 @@
-// The communication strategies (issue 7) against the Armadillo reference: allreduce, the
+// The communication strategies against the Armadillo reference: allreduce, the
 // parameter server and model parallelism, in float and double, at every rank count make
 // test runs (1-4); overlap on/off, --graph on/off and --mpi host/device give bitwise
 // identical weights; the model-parallel slicing round-trips. Collective, like test_train.cpp.
@@ -272,7 +272,7 @@ TEST(Strategies, SlicesAssembleBackIntoTheSameParameters) {
 namespace nn::train {
 namespace {
 
-// Issue 8: a diverging run stops at its first non-finite step, names it, and leaves the
+// A diverging run stops at its first non-finite step, names it, and leaves the
 // checkpoint of an earlier good run untouched.
 TEST(Faults, NonFiniteLossStopsTrainingAndKeepsTheLastGoodCheckpoint) {
   // Rank 0 names the file (the ranks' pids say nothing about each other); only rank 0 reads
