@@ -156,6 +156,34 @@ TEST(Resume, StoppedAnywhereAndResumedGivesTheUninterruptedBytesInDouble) {
   for (Strategy st : {Strategy::Allreduce, Strategy::ParamServer, Strategy::Model}) check_exact_resume<double>(st, false);
 }
 
+// --persistent (one rank): a run of steps ends at every --save-every save, and a stop requested
+// inside a run lands at its end (steps 5 and 13 of 8-step epochs with saves every 3: after steps
+// 6 and 15, both mid-epoch); the resumed run still ends with the uninterrupted run's bytes.
+TEST(Resume, PersistentRunsStopAtTheirEndAndResumeBitForBit) {
+  if (comm::size() > 1) GTEST_SKIP() << "the persistent step runs at one rank";
+  const HostData d = make_data(60, 20);
+  Config c = small_config(5, 7, 3);
+  c.persistent = Persistent::On;
+  c.verify = false;
+  SharedFile a("pa.ck"), b("pb.ck");
+  c.save = a.path;
+  const TrainResult whole = train_on<float>(c, d, nullptr);
+  ASSERT_FALSE(whole.stopped);
+  c.save = b.path;
+  c.resume = true;
+  c.save_every = 3;
+  TrainResult last;
+  int stops = 0;
+  {
+    HookGuard hook({5, 13});
+    stops = run_to_the_end<float>(c, d, last);
+  }
+  EXPECT_EQ(stops, 2);
+  EXPECT_EQ(last.steps, whole.steps);
+  EXPECT_TRUE(same_files(a.path, b.path)) << "the resumed run's file differs from the uninterrupted run's";
+  EXPECT_EQ(last.params.W1, whole.params.W1);
+}
+
 // --device cpu with the weights in the node's shared memory (every rank on this machine) and
 // with the whole gradient all-reduced: each resumes bit for bit.
 TEST(Resume, CpuRunResumesBitForBitWithAndWithoutNodeSharedWeights) {
