@@ -268,10 +268,12 @@ void print_report_summary(std::FILE* out, const nlohmann::ordered_json& r) {
     std::snprintf(buf, sizeof buf, "%.4g %s", v.get<double>() * scale, unit);
     return std::string(buf);
   };
-  std::fprintf(out, "timing on rank 0 over %s batches%s: median per batch, total\n",
-               r["per_batch"]["batches"].dump().c_str(),
+  const bool runs = r.contains("persistent") && r["persistent"].is_boolean() && r["persistent"].get<bool>();
+  std::fprintf(out, "timing on rank 0 over %s %s%s: median per %s, total\n", r["per_batch"]["batches"].dump().c_str(),
+               runs ? "runs of steps (--persistent: one launch each)" : "batches",
                r["config"]["profile"].get<bool>() ? " (--profile: barriers and device syncs between phases)"
-                                                  : "");
+                                                  : "",
+               runs ? "run" : "batch");
   for (const auto& [name, p] : r["phases"].items()) {
     if (p["count"].get<std::size_t>() == 0) continue;
     std::fprintf(out, "  %-16s %12s %12s\n", name.c_str(), num(p["median_s"], 1e3, "ms").c_str(),

@@ -142,7 +142,7 @@ CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer /u
 #     launch, two grid barriers a step): its kernel tests and the emulator's grid-barrier tests on
 #     the GPU, --verify at 256:100 and 128:50, a 256:100 run with the step's kernel time (ncu, one
 #     launch of 32 steps), compute-sanitizer's four tools on its tests.
-step persist_tests 60 "${ONE[@]}" "$BIN/nn_tests" --gtest_filter='PersistentStep*:SimCoop*'
+step persist_tests 60 "${ONE[@]}" "$BIN/nn_tests" --gtest_filter='PersistentStep*:SimCoop*:Persistent.*:Resume.Persistent*'
 step persist_verify 60 "${ONE[@]}" "$BIN/nn_train" "${TRAIN[@]}" --persistent on --epochs 1 --verify \
   --report "$LOGS/persist_verify.json"
 step persist_verify_128_50 60 "${ONE[@]}" "$BIN/nn_train" --data data/current --hidden 128 --batch 50 --lr 0.5 \
@@ -158,7 +158,7 @@ fi
 if [ -n "$CS" ]; then
   for tool in memcheck racecheck initcheck synccheck; do
     step "persist_sanitize_$tool" 90 "${ONE[@]}" "$CS" --tool "$tool" --error-exitcode 99 --print-limit 20 \
-      "$BIN/nn_tests" --gtest_filter='PersistentStep*:SimCoop*'
+      "$BIN/nn_tests" --gtest_filter='PersistentStep*:SimCoop*:Persistent.*:Resume.Persistent*'
   done
 fi
 # 0l. The step's latency: what a kernel node of a replayed graph, a programmatic-dependent-launch

@@ -40,6 +40,7 @@ void matches_reference_and_fused_step() {
   c.persistent = Persistent::On;
   const TrainResult p = train_on<T>(c, d, nullptr);
   expect_verified<T>(p);
+  expect_ranks_agree(p.params);
   c.persistent = Persistent::Off;
   const TrainResult f = train_on<T>(c, d, nullptr);
   ASSERT_EQ(p.epochs.size(), f.epochs.size());
