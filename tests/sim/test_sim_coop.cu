@@ -68,7 +68,21 @@ int resident_blocks(void (*k)(int*, int, int*), int threads) {
   return per_sm * sms;
 }
 
-class SimCoop : public simtest::SimTest {};
+// Saves and restores the race-check mode the tests below change.
+class SimCoop : public simtest::SimTest {
+#ifdef SIM_EMULATOR
+ protected:
+  void SetUp() override {
+    simtest::SimTest::SetUp();
+    saved_ = sim::racecheck();
+  }
+  void TearDown() override {
+    sim::set_racecheck(saved_);
+    simtest::SimTest::TearDown();
+  }
+  bool saved_ = true;
+#endif
+};
 
 TEST_F(SimCoop, GridSyncOrdersEveryBlocksWrites) {
   const int blocks = std::min(6, resident_blocks(ring_kernel, 64));
@@ -77,7 +91,6 @@ TEST_F(SimCoop, GridSyncOrdersEveryBlocksWrites) {
   DeviceBuffer<int> slots(blocks), out(blocks);
   ASSERT_CUDA_OK(slots.fill_bytes(0));
 #ifdef SIM_EMULATOR
-  const bool saved = sim::racecheck();
   sim::set_racecheck_all();
 #endif
   simtest::for_each_schedule([&](const std::string& sched) {
@@ -94,9 +107,6 @@ TEST_F(SimCoop, GridSyncOrdersEveryBlocksWrites) {
       EXPECT_EQ(h[b], want) << "block " << b << ", " << sched;
     }
   });
-#ifdef SIM_EMULATOR
-  sim::set_racecheck(saved);
-#endif
 }
 
 TEST_F(SimCoop, GridLargerThanTheDeviceHoldsIsRefused) {
