@@ -146,13 +146,16 @@ std::string check_placement(const std::vector<RankDevice>& ranks) {
 }
 
 // GPGPU-Sim (tests/gpgpusim/run.sh) executes our kernels' PTX but has no cuBLAS (CUDA 13's
-// ships no PTX), no TF32 tensor-core instructions (variant 5 is built as SASS only) and no stream capture: say so in one line instead of failing inside them.
+// ships no PTX), no TF32 tensor-core instructions (variant 5 is built as SASS only), no stream capture
+// and no cooperative launch: say so in one line instead of failing inside them.
 std::string simulator_limits(const std::string& device_name, const Config& cfg) {
   if (device_name.rfind("GPGPU-Sim", 0) != 0) return "";
   if (cfg.gemm == 0) return "--gemm 0 (cuBLAS) does not run on GPGPU-Sim; use --gemm 1-4";
   if (cfg.gemm == 5)
     return "--gemm 5 (TF32 tensor cores) does not run on GPGPU-Sim (no TF32 wmma there; built without PTX); use --gemm 1-4";
   if (cfg.graph == Graphs::On) return "--graph (CUDA Graphs) does not run on GPGPU-Sim; leave it out";
+  if (cfg.persistent == Persistent::On)
+    return "--persistent on (a cooperative launch) does not run on GPGPU-Sim (no grid barrier there); leave it out";
   return "";
 }
 

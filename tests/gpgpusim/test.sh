@@ -7,8 +7,8 @@
 #      cannot run here, listed in SKIPPED below with the reason; then a check, from the
 #      simulator's logs, that every __global__ kernel of kernels/ ran (the cuBLAS epilogue aside);
 #   3. nn_train of the CUDA build at 2 ranks, one simulated GPU each, --gemm 4 (the fused step) and
-#      --gemm 2 (the separate kernels), overlap on, and at 1 rank with --gemm 4: --verify must pass and a test precision be printed; --gemm 0, --gemm 5 and --graph must
-#      be refused in one line.
+#      --gemm 2 (the separate kernels), overlap on, and at 1 rank with --gemm 4: --verify must pass and a test precision be printed; --gemm 0, --gemm 5, --graph
+#      and --persistent on must be refused in one line.
 # Usage: test.sh CUDA_BIN_DIR PROGRAM_BIN_DIR DATA_DIR   (run by the Makefile; MPIRUN, MPIRUN_FLAGS
 # and the Open MPI root variables come from it). Ends with `gpgpusim: N passed, M failed`.
 set -uo pipefail
@@ -75,12 +75,15 @@ cublas_only=gemm_bias_epilogue_kernel
 tf32_only=gemm_tf32x3_kernel
 # Its sm_90 kernel is wgmma, sm_90a machine code only (and for compute capability 9.0 alone).
 wgmma_only=gemm_tf32x3_wgmma_kernel
+# The persistent step needs a cooperative launch (its grid barrier), which GPGPU-Sim does not have
+# (our patch answers cudaLaunchCooperativeKernel with "not supported"); the emulator runs it.
+coop_only=persistent_step_kernel
 defined=$(grep -h -A1 '__global__' "$here"/../../kernels/*/*.cu | grep -o '[a-z_0-9]*_kernel' | sort -u)
 executed=$(sed -n 's/^GPGPU-Sim: Performing Functional Simulation, executing kernel \(.*\)\.\.\.$/\1/p' \
              "$out"/sim-kernels*/sim.log 2>/dev/null | c++filt | grep -o '[a-z_0-9]*_kernel' | sort -u)
-missing=$(comm -23 <(echo "$defined") <(echo "$executed") | grep -vx -e "$cublas_only" -e "$tf32_only" -e "$wgmma_only" | tr '\n' ' ')
+missing=$(comm -23 <(echo "$defined") <(echo "$executed") | grep -vx -e "$cublas_only" -e "$tf32_only" -e "$wgmma_only" -e "$coop_only" | tr '\n' ' ')
 if [ -n "$defined" ] && [ -z "$missing" ]; then
-  ok "every kernel of kernels/ executed on GPGPU-Sim: $(echo "$defined" | grep -cvx -e "$cublas_only" -e "$tf32_only" -e "$wgmma_only") of $(echo "$defined" | wc -l) ($cublas_only serves cuBLAS only; $tf32_only and $wgmma_only, variant 5, have no PTX: GPGPU-Sim has no TF32 MMA, no wgmma)"
+  ok "every kernel of kernels/ executed on GPGPU-Sim: $(echo "$defined" | grep -cvx -e "$cublas_only" -e "$tf32_only" -e "$wgmma_only" -e "$coop_only") of $(echo "$defined" | wc -l) ($cublas_only serves cuBLAS only; $tf32_only and $wgmma_only, variant 5, have no PTX: GPGPU-Sim has no TF32 MMA, no wgmma; $coop_only needs a cooperative launch, which it does not simulate)"
 else
   bad "kernels of kernels/ that never executed on GPGPU-Sim: ${missing:-none found at all}"
 fi
@@ -109,7 +112,7 @@ for case in 2:4 2:2 1:4; do
     bad "mpirun -np $np run.sh nn_train --gemm $gemm --verify (exit $rc):"; tail -n 15 "$log" | sed 's/^/    /'
   fi
 done
-for opt in "--gemm 0" "--gemm 5" "--graph"; do
+for opt in "--gemm 0" "--gemm 5" "--graph" "--persistent on"; do
   GPGPUSIM_WORKDIR=$out/sim-refused
   # shellcheck disable=SC2086
   NN_MPIRUN=env "$MPIRUN" "$run" "${train[@]}" $opt > "$out/refused.txt" 2>&1
