@@ -181,8 +181,8 @@ const Spec kSpecs[] = {
      else throw BadValue{s.empty() ? "missing value" : "must be auto, on or off"};
    }},
   {"persistent", "M", "with the fused step at one rank: runs of steps as one cooperative launch each, "
-   "two grid barriers a step; auto (on a GPU where the device and shape allow it) | on (an error where "
-   "it cannot) | off (a graph replay a step)",
+   "two grid barriers a step; on (an error where it cannot) | off (a graph replay a step) | auto (off "
+   "until it is timed on a GPU)",
    [](const Config& c) { return std::string(persistent_name(c.persistent)); },
    [](Config& c, const std::string& v) {
      const std::string s = trim(v);

@@ -36,8 +36,8 @@ enum class Fused { Auto, On, Off };
 const char* fused_name(Fused f);
 
 // --persistent: a lone rank's fused steps as runs of steps in one cooperative launch each
-// (kernels/ops/persistent_step.h). Auto: on a GPU where the device and the shape allow it;
-// off on the emulator and GPGPU-Sim (on: there too, an error where it cannot).
+// (kernels/ops/persistent_step.h). Auto: off (the fused step) until it is timed against the
+// fused step on a GPU; On: wherever the device and shape allow it, an error elsewhere.
 enum class Persistent { Auto, On, Off };
 const char* persistent_name(Persistent p);
 // Steps in one persistent launch at most: the host sees progress, stop requests and the step

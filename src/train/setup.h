@@ -93,17 +93,11 @@ struct Setup {
   std::unique_ptr<Model> eval_model;
 };
 
-// --persistent resolved: on where asked (an error where it cannot), or by default on a GPU
-// (not the emulator, not GPGPU-Sim) where the model can plan it.
+// --persistent resolved: on where asked (an error where it cannot). Auto stays off (the fused
+// step) until the persistent step has been timed against it on a GPU (docs/performance.md).
 template <class T, class Model>
 bool resolve_persistent(const Config& cfg, Setup<T, Model>& s, int p) {
-  if (cfg.persistent == Persistent::Off) return false;
-#ifdef SIM_EMULATOR
-  const bool simulated = true;
-#else
-  const bool simulated = s.device_name.rfind("GPGPU-Sim", 0) == 0;
-#endif
-  if (cfg.persistent == Persistent::Auto && simulated) return false;
+  if (cfg.persistent != Persistent::On) return false;
   std::string why;
   if (!fused_in_use(cfg)) why = "it needs the fused step (--gemm 4 or 5, --fused not off, data parallel)";
   else if (p != 1) why = "it runs at one rank only (with several, each step's gradient goes through MPI_Allreduce)";

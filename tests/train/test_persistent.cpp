@@ -86,7 +86,7 @@ TEST(Persistent, OnIsRefusedWhereItCannotRun) {
   c = small_config(8, 7, 1);
   c.gemm = 2;
   expect_refused(c, d, "--persistent on: it needs the fused step");
-  // auto on the emulator: the fused step, without a word.
+  // auto: the fused step, without a word.
   c = small_config(8, 7, 1);
   EXPECT_EQ(c.persistent, Persistent::Auto);
   expect_verified<float>(train_on<float>(c, d, nullptr));
