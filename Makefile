@@ -60,6 +60,8 @@ DEFS     := -DOMPI_SKIP_MPICXX=1 -DMPICH_SKIP_MPICXX=1 $(if $(filter 1,$(USE_DOU
             $(if $(NVTX_DIR),-DNN_HAVE_NVTX) $(if $(filter 1,$(DNNL)),-DNN_HAVE_DNNL)
 OPT      := $(if $(filter 1,$(DEBUG)),-O0 -g,-O2 -g)
 comma    := ,
+empty    :=
+space    := $(empty) $(empty)
 SANFLAGS := $(if $(filter 1,$(SANITIZE)),-fsanitize=address$(comma)undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
 WARN     := -Wall -Wextra
 INCLUDES := -Isrc -Ikernels
@@ -195,7 +197,7 @@ $(CUDA_TESTS): $(CUDA_TEST_OBJ) $(CUDA_LIB)
 	$(call step,LINK,cuda,$(notdir $@))$(MPICXX) $^ -lgtest $(CUDA_LDLIBS) -o $@
 
 # ---- top-level targets -----------------------------------------------------------------
-.PHONY: all cpu cuda test test-build test-cpu test-gpu-grid test-cuda sanitize-gpu test-sim-examples test-nvtx run data setup clean help bench
+.PHONY: all cpu cuda test test-sanitize test-build test-cpu test-gpu-grid test-cuda sanitize-gpu test-sim-examples test-nvtx run data setup clean help bench
 
 cpu: $(CPU_TRAIN) $(CPU_TESTS) $(CPU_BENCH) $(if $(NVTX_DIR),$(NVTX_RECORDER))
 cuda: $(CUDA_TRAIN) $(CUDA_TESTS) $(CUDA_BENCH)
@@ -250,13 +252,31 @@ test: all
 	@$(MAKE) --no-print-directory -j1 test-cli
 	@$(MAKE) --no-print-directory -j1 test-build
 	@$(if $(HAVE_NVCC),$(MAKE) --no-print-directory -j1 test-cuda)
+# The suite's collective tests (tests/comm, tests/train: their results depend on the rank count)
+# run at every count of NP_LIST; the others (options, IDX, checkpoints, the reference, schedules,
+# the CPU model, every kernel and the emulator's own tests, which loop over the emulator's thread
+# orders themselves) once, at the first count. TEST_ARGS' own --gtest_filter comes last and wins.
+lparen := (
+rparen := )
+RANK_SUITES := $(sort $(shell sed -nE 's/^TEST[_FP]*[$(lparen)]$(lparen)[A-Za-z0-9_]+$(rparen),.*/\1/p' tests/comm/*.cpp tests/train/*.cpp))
+RANK_FILTER := $(subst $(space),:,$(RANK_SUITES:%=%.*))
+# What ASan and UBSan add to make test (.ci/run's last phase): the emulator build under both
+# sanitizers, its suite at 1 and 2 ranks (the collective tests at 2), the GPU-grid kernel
+# tests, the NVTX ranges and the CLI checks. The emulator's standalone checks
+# (sim/examples/verify.sh builds its own ASan variants) and the build checks do not depend on
+# the compiler's flags: make test runs them.
+test-sanitize:
+	@$(MAKE) --no-print-directory SANITIZE=1 HAVE_NVCC= NP_LIST='1 2' cpu
+	@$(MAKE) --no-print-directory -j1 SANITIZE=1 HAVE_NVCC= NP_LIST='1 2' test-cpu test-gpu-grid test-nvtx test-cli
 test-cpu: cpu
-	@set -e; for np in $(NP_LIST); do \
+	@set -e; first=$(firstword $(NP_LIST)); for np in $(NP_LIST); do \
 	  case $$np in 1) order=forward;; 2) order=reverse;; *) order=random;; esac; \
 	  workers=$$( [ $$np = 1 ] && echo 2 || echo 1 ); \
-	  echo "== $(CPU_TESTS) (emulator) at $$np MPI rank(s), SIM_ORDER=$$order SIM_SEED=$$np SIM_WORKERS=$$workers SIM_STREAMS=$${SIM_STREAMS:-lazy} =="; \
+	  if [ $$np = $$first ]; then which="every test"; filter=; \
+	  else which="the collective tests (tests/comm, tests/train)"; filter="--gtest_filter=$(RANK_FILTER)"; fi; \
+	  echo "== $(CPU_TESTS) (emulator), $$which, at $$np MPI rank(s), SIM_ORDER=$$order SIM_SEED=$$np SIM_WORKERS=$$workers SIM_STREAMS=$${SIM_STREAMS:-lazy} =="; \
 	  $(MPI_ENV) SIM_ORDER=$$order SIM_SEED=$$np SIM_WORKERS=$$workers $(if $(filter 1,$(SANITIZE)),$(SAN_ENV)$$((np == 1))) \
-	    $(MPIRUN) $(MPIRUN_FLAGS) -np $$np $(CPU_TESTS) $(TEST_ARGS); \
+	    $(MPIRUN) $(MPIRUN_FLAGS) -np $$np $(CPU_TESTS) $$filter $(TEST_ARGS); \
 	done
 # The elementwise and reduction kernels (tests/kernels/test_ops.cpp) once more, with the CUDA
 # build's grid sizes (up to 2048 blocks instead of the emulator's 8; nn::use_gpu_grids), so
