@@ -5,8 +5,12 @@
 // several nodes (make test-multinode) a window cannot span them: refused on every rank.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstring>
+#include <functional>
+#include <string>
 #include <stdexcept>
 #include <vector>
 
@@ -22,7 +26,17 @@ bool skip_unless_one_node() {
   return true;
 }
 
-TEST(NodeShared, OneNodeMeansEveryRankOnThisNode) { EXPECT_EQ(one_node(), local_size() == size()); }
+// one_node() against the machines' own names: every rank's host name, gathered on rank 0.
+TEST(NodeShared, OneNodeMeansEveryRankOnThisNode) {
+  char name[256] = {};
+  ASSERT_EQ(::gethostname(name, sizeof name - 1), 0);
+  const std::size_t h = std::hash<std::string>{}(std::string(name));
+  // Two halves of the hash, each exact in a double.
+  const std::vector<double> all = gather_to_root({double(h >> 32), double(h & 0xffffffffu)});
+  bool same = true;
+  for (std::size_t i = 2; i + 1 < all.size(); i += 2) same = same && all[i] == all[0] && all[i + 1] == all[1];
+  EXPECT_EQ(one_node(), broadcast_value(same));
+}
 
 TEST(NodeShared, EachRankSeesEveryPartAfterSync) {
   if (skip_unless_one_node()) GTEST_SKIP() << "ranks on several nodes share no memory";

@@ -379,15 +379,48 @@ TEST_F(CheckpointFile, CheckWritable) {
   EXPECT_EQ(listing(), std::vector<std::string>{"file"});  // checking created nothing
 }
 
-// Root passes access(W_OK) regardless of the mode bits, so this runs only as a normal user.
+// A directory nobody may write to (r-x for all). Root passes access(W_OK) whatever the mode
+// bits say, so as root (CI) the two calls run in a child process that has become the user
+// nobody; its exit status says what it saw.
 TEST_F(CheckpointFile, CheckWritableRefusesReadOnlyDirectory) {
-  if (::geteuid() == 0) GTEST_SKIP() << "root bypasses permission checks";
+  using fs::perms;
   fs::create_directory(path("ro"));
-  fs::permissions(path("ro"), fs::perms::owner_read | fs::perms::owner_exec);
-  EXPECT_THROW(nn::train::check_writable(path("ro/ck.bin")), nn::UserError);
-  EXPECT_THROW(nn::train::save_checkpoint(path("ro/ck.bin"), sample(3, 2, 2, false)),
-               nn::UserError);
-  fs::permissions(path("ro"), fs::perms::owner_all);
+  fs::permissions(path("ro"), perms::owner_read | perms::owner_exec | perms::group_read | perms::group_exec |
+                                  perms::others_read | perms::others_exec);
+  const auto refusals = [&] {  // bit 0: check_writable refused, bit 1: save_checkpoint refused
+    int got = 0;
+    try {
+      nn::train::check_writable(path("ro/ck.bin"));
+    } catch (const nn::UserError&) {
+      got |= 1;
+    }
+    try {
+      nn::train::save_checkpoint(path("ro/ck.bin"), sample(3, 2, 2, false));
+    } catch (const nn::UserError&) {
+      got |= 2;
+    }
+    return got;
+  };
+  if (::geteuid() != 0) {
+    EXPECT_EQ(refusals(), 3);
+  } else {
+    // The test's directory is mkdtemp's 0700: nobody may pass through it to "ro".
+    fs::permissions(fs::path(path("ro")).parent_path(), perms::group_exec | perms::others_exec, fs::perm_options::add);
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(20);     // could not become nobody
+      if (::access(path("ro").c_str(), R_OK | X_OK) != 0) ::_exit(21);   // cannot even see the directory
+      ::_exit(refusals() == 3 ? 0 : 10 + refusals());
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "as nobody: 10 + the refusals seen (bit 0 check_writable, bit 1 save_checkpoint); "
+                                         "20: setuid failed; 21: the directory was not reachable";
+  }
+  EXPECT_FALSE(fs::exists(path("ro/ck.bin")));
+  fs::permissions(path("ro"), perms::owner_all);
 }
 
 TEST_F(CheckpointFile, ExistingFileIsReplacedWithoutLeftovers) {

@@ -356,7 +356,25 @@ TEST(Report, ProfileRunsAndPrintsItsPhases) {
   EXPECT_TRUE(comm::all_ok(ok));
   // --profile alone: the same timing on the console, no file.
   c.report.clear();
-  EXPECT_NO_THROW(train_on<nn_real>(c, random_data(60, 10), nullptr));
+  const std::string log2 = dir.path("log2.txt");
+  const std::string json_before = comm::rank() == 0 ? slurp(dir.path("profile.json")) : "";
+  if (comm::rank() == 0) std::remove(dir.path("profile.json").c_str());
+  std::FILE* out2 = comm::rank() == 0 ? std::fopen(log2.c_str(), "w") : nullptr;
+  EXPECT_NO_THROW(train_on<nn_real>(c, random_data(60, 10), out2));
+  if (out2) std::fclose(out2);
+  ok = true;
+  if (comm::rank() == 0) {
+    EXPECT_FALSE(json_before.empty());  // the first run wrote it
+    const std::string printed = slurp(log2);
+    EXPECT_NE(printed.find("timing on rank 0"), std::string::npos) << printed;
+    EXPECT_NE(printed.find("--profile"), std::string::npos) << printed;
+    EXPECT_EQ(printed.find("report: "), std::string::npos) << printed;  // no file named
+    std::FILE* f = std::fopen(dir.path("profile.json").c_str(), "r");
+    EXPECT_EQ(f, nullptr) << "a report file was written without --report";
+    if (f) std::fclose(f);
+    ok = !::testing::Test::HasFailure();
+  }
+  EXPECT_TRUE(comm::all_ok(ok));
 }
 
 // "kernels_per_step" counts the launches of a step. The fused step is four kernels
