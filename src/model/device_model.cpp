@@ -231,7 +231,7 @@ void DeviceModel<T>::backward_layer2_phase(std::size_t offset, int b, T inv_B, b
     // that carries the regulariser (sgd_update(g, W, n, -reg, 0) computes 0 + reg * W).
     if (phase_hook_) phase_hook_();  // no forward pass: the backward starts at once
     NN_RANGE("backward");
-    run_phase({0, 0, 0.0, with_reg}, [&] {
+    run_phase({Phase::EmptySlice, 0, 0.0, with_reg}, [&] {
       CUDA_CHECK(cudaMemsetAsync(G, 0, grads_.bytes(), s));
       if (with_reg) {
         sgd_update<T>(G + lay_.W1(), P + lay_.W1(), std::size_t(H) * D, -reg, T(0), s);
@@ -252,7 +252,7 @@ void DeviceModel<T>::backward_layer2_phase(std::size_t offset, int b, T inv_B, b
     else layer2_grads(b, with_reg, reg);
   };
   if (graphs_on_) {  // one graph: no host code can run between the two passes
-    run_phase({fused_ ? 7 : 1, b, double(inv_B), with_reg}, [&] {
+    run_phase({fused_ ? Phase::FusedForwardLayer2 : Phase::ForwardLayer2, b, double(inv_B), with_reg}, [&] {
       fwd();
       bwd();
     });
@@ -270,8 +270,8 @@ void DeviceModel<T>::backward_layer1_phase(int b, bool add_reg, T reg) {
   const bool with_reg = add_reg && reg != T(0);
   if (b > 0) {
     NN_RANGE("backward");
-    if (fused_) run_phase({8, b, 0.0, with_reg}, [&] { fused_dw1(b, with_reg ? reg : T(0), T(0), false); });
-    else run_phase({2, b, 0.0, with_reg}, [&] { layer1_grads(b, with_reg, reg); });
+    if (fused_) run_phase({Phase::FusedDw1, b, 0.0, with_reg}, [&] { fused_dw1(b, with_reg ? reg : T(0), T(0), false); });
+    else run_phase({Phase::Layer1, b, 0.0, with_reg}, [&] { layer1_grads(b, with_reg, reg); });
   }
   ev_all_.record(stream_.get());
 }
@@ -281,7 +281,7 @@ void DeviceModel<T>::partial_scores_phase(std::size_t offset, int b, bool add_b2
   stage_batch(offset, b);
   if (add_b2 && lay_.H == 0) throw std::invalid_argument("partial_scores_phase: b2 needs hidden units");
   NN_RANGE("forward (model parallel)");
-  run_phase({3, b, 0.0, add_b2}, [&] {
+  run_phase({Phase::PartialScores, b, 0.0, add_b2}, [&] {
     gather_labels(shard_.labels.get(), batch_idx_.get(), b, ylab_.get(), stream_.get());
     forward(shard_.images.get(), batch_idx_.get(), b, add_b2);
   });
@@ -292,7 +292,7 @@ template <class T>
 void DeviceModel<T>::model_backward_phase(int b, T inv_B, T reg, bool stats) {
   NN_RANGE("backward (model parallel)");
   const bool with_reg = reg != T(0);
-  run_phase({4, b, double(inv_B), stats}, [&] {
+  run_phase({Phase::ModelBackward, b, double(inv_B), stats}, [&] {
     softmax_xent<T>(Z2_.get(), ylab_.get(), lay_.C, b, inv_B, nullptr, Z2_.get(),
                     stats ? loss_.get() : nullptr, stats ? correct_.get() : nullptr, stream_.get());
     layer2_grads(b, with_reg, reg);
@@ -304,7 +304,7 @@ void DeviceModel<T>::model_backward_phase(int b, T inv_B, T reg, bool stats) {
 template <class T>
 void DeviceModel<T>::sgd_step(T lr) {
   NN_RANGE("step");
-  run_phase({5, 0, double(lr), 0},
+  run_phase({Phase::SgdStep, 0, double(lr), 0},
             [&] { sgd_update<T>(params_.get(), grads_.get(), params_.size(), lr, T(0), stream_.get()); });
 }
 

@@ -166,9 +166,21 @@ class DeviceModel {
   void forward_and_loss(int b, T inv_B);  // labels, forward pass, softmax + CE + dZ2  // the batch's indices and labels, stable addresses
   void layer2_grads(int b, bool with_reg, T reg);
   void layer1_grads(int b, bool with_reg, T reg);
+  // The phases captured as graphs (the first member of their key).
+  enum class Phase : int {
+    EmptySlice,          // a rank with no columns: its gradient is 0 (+ reg W)
+    ForwardLayer2,       // the separate kernels: forward pass, loss, layer 2's gradient
+    Layer1,              // the separate kernels: layer 1's gradient
+    PartialScores,       // model parallelism: this rank's share of the scores
+    ModelBackward,       // model parallelism: softmax on the summed scores, the slice's gradients
+    SgdStep,             // p -= lr g over the packed parameters
+    FusedStep,           // a lone rank's fused step, the update included
+    FusedForwardLayer2,  // the fused step's forward pass and layer 2 (gradient for the exchange)
+    FusedDw1,            // the fused step's dW1 GEMM (gradient for the exchange)
+  };
   // Runs fn on the stream, or captures and replays it under --graph (key: the phase and
   // every value its launches take that can change between steps).
-  using GraphKey = std::tuple<int, int, double, int>;
+  using GraphKey = std::tuple<Phase, int, double, int>;
   template <class F>
   void run_phase(const GraphKey& key, F&& fn);
 

@@ -105,7 +105,7 @@ void DeviceModel<T>::fused_step(std::size_t offset, int b, T inv_B, T reg, T lr)
     fused_dw1(b, reg, lr, true);
   };
   if (graphs_on_) {
-    run_phase({6, b, double(inv_B), with_reg}, [&] {
+    run_phase({Phase::FusedStep, b, double(inv_B), with_reg}, [&] {
       fused_forward(b);
       backward();
     });
