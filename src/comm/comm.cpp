@@ -31,6 +31,24 @@ namespace nn::comm {
 using detail::check;
 using detail::kMaxCount;
 
+namespace {
+// This rank's place on its node (MPI_COMM_TYPE_SHARED), found once: the split is collective.
+struct NodeRanks {
+  int rank = -1, size = 0;
+};
+NodeRanks g_node;
+void find_node_ranks() {
+  MPI_Comm node;
+  check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank(), MPI_INFO_NULL, &node),
+        "MPI_Comm_split_type");
+  NodeRanks n;
+  check(MPI_Comm_rank(node, &n.rank), "MPI_Comm_rank");
+  check(MPI_Comm_size(node, &n.size), "MPI_Comm_size");
+  MPI_Comm_free(&node);
+  g_node = n;
+}
+}  // namespace
+
 Session::Session(int* argc, char*** argv) {
   int done = 0;
   MPI_Initialized(&done);
@@ -40,6 +58,7 @@ Session::Session(int* argc, char*** argv) {
     NN_LSAN_IGNORE_END();
     check(rc, "MPI_Init");
   }
+  find_node_ranks();  // every rank, at startup: local_rank() and local_size() never call MPI again
 }
 
 Session::~Session() {
@@ -65,23 +84,13 @@ int size() {
 }
 
 int local_rank() {
-  MPI_Comm node;
-  check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank(), MPI_INFO_NULL, &node),
-        "MPI_Comm_split_type");
-  int r = 0;
-  check(MPI_Comm_rank(node, &r), "MPI_Comm_rank");
-  MPI_Comm_free(&node);
-  return r;
+  if (g_node.rank < 0) find_node_ranks();  // no Session: collective on this first call
+  return g_node.rank;
 }
 
 int local_size() {
-  MPI_Comm node;
-  check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank(), MPI_INFO_NULL, &node),
-        "MPI_Comm_split_type");
-  int n = 1;
-  check(MPI_Comm_size(node, &n), "MPI_Comm_size");
-  MPI_Comm_free(&node);
-  return n;
+  if (g_node.rank < 0) find_node_ranks();
+  return g_node.size;
 }
 
 std::string processor_name() {

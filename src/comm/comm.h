@@ -24,7 +24,8 @@ class Session {
 
 int rank();
 int size();
-// Rank within the node (MPI_COMM_TYPE_SHARED): the index to choose a GPU with.
+// Rank within the node (MPI_COMM_TYPE_SHARED): the index to choose a GPU with. Found once,
+// collectively, when the Session starts (without one: at the first call, on every rank).
 int local_rank();
 // Ranks on this node (the same communicator): how many share its cores (--device cpu).
 int local_size();
