@@ -1,7 +1,7 @@
 // GEMM variant 4 (the default): warp-tiled 2-D register blocking, double-buffered shared memory,
 // 16-byte vector loads/stores when pointers and leading dimensions allow, optional split-K.
-// This file: the kernel and its launch; the per-shape plan and the split-K scratch are in
-// 4_warptile_plan.cu. Run through nn::gemm(4, ...) and gemm_tuning::*; tested by
+// This file: the kernel and its launch; its tiles and loaders are in 4_warptile_tiles.h, the
+// per-shape plan and the split-K scratch in 4_warptile_plan.cu. Run through nn::gemm(4, ...) and gemm_tuning::*; tested by
 // tests/kernels/test_gemm.cpp.
 #include "gemm/gemm.h"
 
@@ -11,197 +11,119 @@
 #include "common/nvtx.h"
 #include "common/vector_access.h"
 #include "gemm/4_warptile.h"
+#include "gemm/4_warptile_tiles.h"
 
 namespace nn::gemm_detail {
 
 namespace {
 
-// 16-byte vectors: the widest global/shared access a thread can issue.
-template <class T> struct Vec;
-template <> struct Vec<float> { using type = float4; static constexpr int n = 4; };
-template <> struct Vec<double> { using type = double2; static constexpr int n = 2; };
-
-__device__ __forceinline__ void unpack(float* d, float4 v) { d[0] = v.x; d[1] = v.y; d[2] = v.z; d[3] = v.w; }
-__device__ __forceinline__ void unpack(double* d, double2 v) { d[0] = v.x; d[1] = v.y; }
-__device__ __forceinline__ float4 pack(const float* s) { return make_float4(s[0], s[1], s[2], s[3]); }
-__device__ __forceinline__ double2 pack(const double* s) { return make_double2(s[0], s[1]); }
-
-// Four consecutive elements (one fragment group) to/from 16-byte aligned memory.
-template <class T>
-__device__ __forceinline__ void load4(T* d, const T* p) {
-  using V = typename Vec<T>::type;
-  constexpr int n = Vec<T>::n;
+// Split-K: this slice's raw accumulators go to ws; the block that finds itself the last of its
+// tile to arrive (a per-tile atomic counter, reset for the next call) sums every slice in slice
+// order into acc, so the sum does not depend on which block came last. False: not the last.
+template <class T, class S>
+__device__ __forceinline__ bool sum_slices(T (&acc)[S::TM][S::TN], T* ws, unsigned* counters, int& is_last) {
+  constexpr int TM = S::TM, TN = S::TN, NT = S::kThreads;
+  const int tid = threadIdx.x;
+  const std::size_t tile = blockIdx.x + static_cast<std::size_t>(blockIdx.y) * gridDim.x;
+  T* mine = ws + ((tile * gridDim.z + blockIdx.z) * NT + tid) * (TM * TN);
 #pragma unroll
-  for (int v = 0; v < 4 / n; ++v) unpack(d + v * n, load_vector(reinterpret_cast<const V*>(p + v * n)));
-}
-template <class T>
-__device__ __forceinline__ void store4(T* p, const T* s) {
-  using V = typename Vec<T>::type;
-  constexpr int n = Vec<T>::n;
+  for (int i = 0; i < TM; ++i)
 #pragma unroll
-  for (int v = 0; v < 4 / n; ++v) store_vector(reinterpret_cast<V*>(p + v * n), pack(s + v * n));
-}
-
-// Block tile BM x BN x BK; each warp owns WM x WN; each thread TM x TN outputs, as TM/4 x TN/4
-// groups of 4x4 spread LM*4 rows (LN*4 columns) apart, so that a warp's fragment reads from
-// shared memory are consecutive 16-byte chunks (no bank conflicts, broadcast across the other
-// lane dimension) and its stores to D cover whole 128-byte column segments.
-template <int BM_, int BN_, int BK_, int WM_, int WN_, int TM_, int TN_>
-struct Shape {
-  static constexpr int BM = BM_, BN = BN_, BK = BK_, WM = WM_, WN = WN_, TM = TM_, TN = TN_;
-  static constexpr int LM = WM / TM, LN = WN / TN;  // lanes along M and N inside a warp
-  static constexpr int kWarpsM = BM / WM, kWarpsN = BN / WN;
-  static constexpr int kThreads = kWarpsM * kWarpsN * 32;
-  static_assert(LM * LN == 32 && TM % 4 == 0 && TN % 4 == 0, "a warp is 32 lanes of 4x4 groups");
-  static_assert(BM % WM == 0 && BN % WN == 0, "warps tile the block");
-};
-
-// The tiles (same BM x BN for both types so the plan does not depend on T). M=H up to 2048 and
-// N=B/p in 750..3000 give 8-32 x 12-47 tiles of 64: 128x128 tiles would leave most of an
-// H100's 132 SMs idle, so the largest tile is 128x64 and smaller ones fill the machine; 16x64
-// is for the M=10 output layer. double halves BK (same shared-memory bytes) and keeps 32
-// accumulators per thread (64 registers) so nothing spills.
-template <class T, int ID> struct Cfg;
-template <> struct Cfg<float, 0> : Shape<128, 64, 16, 64, 32, 8, 8> {};
-template <> struct Cfg<float, 1> : Shape<64, 64, 16, 32, 32, 4, 8> {};
-template <> struct Cfg<float, 2> : Shape<64, 32, 16, 32, 16, 4, 4> {};
-template <> struct Cfg<float, 3> : Shape<16, 64, 32, 16, 32, 4, 4> {};
-template <> struct Cfg<double, 0> : Shape<128, 64, 8, 64, 16, 8, 4> {};
-template <> struct Cfg<double, 1> : Shape<64, 64, 8, 32, 32, 4, 8> {};
-template <> struct Cfg<double, 2> : Shape<64, 32, 8, 32, 16, 4, 4> {};
-template <> struct Cfg<double, 3> : Shape<16, 64, 16, 16, 32, 4, 4> {};
-template <class T, int ID>
-constexpr bool matches_plan() {  // the plan (4_warptile_plan.cu) counts tiles of kTileM x kTileN
-  return Cfg<T, ID>::BM == warptile::kTileM[ID] && Cfg<T, ID>::BN == warptile::kTileN[ID];
-}
-static_assert(matches_plan<float, 0>() && matches_plan<float, 1>() && matches_plan<float, 2>() &&
-                  matches_plan<float, 3>() && matches_plan<double, 0>() && matches_plan<double, 1>() &&
-                  matches_plan<double, 2>() && matches_plan<double, 3>(),
-              "Cfg tiles must match warptile::kTileM/kTileN");
-
-enum VecFlags { kVecA = 1, kVecB = 2, kVecD = 4 };
-
-template <class T> struct Bytes;  // VN uint8 values in one access (4 or 2 bytes)
-template <> struct Bytes<float> { using type = uchar4; };
-template <> struct Bytes<double> { using type = uchar2; };
-__device__ __forceinline__ void unpack_bytes(float* d, uchar4 v) {
-  d[0] = float(v.x) / 255.0f; d[1] = float(v.y) / 255.0f; d[2] = float(v.z) / 255.0f; d[3] = float(v.w) / 255.0f;
-}
-__device__ __forceinline__ void unpack_bytes(double* d, uchar2 v) {
-  d[0] = double(v.x) / 255.0; d[1] = double(v.y) / 255.0;
-}
-
-// Moves one operand tile (R rows of M or N, by BK) global -> registers -> shared memory, so
-// the global loads of tile t+1 are in flight while tile t is multiplied. Shared layout is
-// always S[k][r] (r contiguous, padded by one vector so the transposed stores of the
-// k-contiguous case spread over the banks while rows stay 16-byte aligned).
-// kRowContig: element (r, k) is X[r + k*ld] (A with op N, B with op T); otherwise X[k + r*ld].
-template <class T, int R, int BK, int NT, bool kRowContig>
-struct TileLoader {
-  static constexpr int VN = Vec<T>::n;
-  static constexpr int kChunks = R * BK / (VN * NT);  // vectors per thread
-  static_assert(kChunks >= 1 && kChunks * VN * NT == R * BK, "tile must split evenly");
-  T reg[kChunks * VN];
-
-  __device__ __forceinline__ static T at(const T* X, int ld, int r, int k) {
-    return kRowContig ? X[r + static_cast<std::size_t>(k) * ld] : X[k + static_cast<std::size_t>(r) * ld];
+    for (int j = 0; j < TN; j += 4) store4(mine + i * TN + j, &acc[i][j]);  // own slice too
+  __threadfence();  // publish the partials before the counter says they are there
+  __syncthreads();
+  if (tid == 0) {
+    const unsigned prev = atomicAdd(&counters[tile], 1u);
+    is_last = prev == gridDim.z - 1;
+    if (is_last) counters[tile] = 0;  // every slice has arrived: ready for the next launch
   }
-
-  // Chunk c of the tile: consecutive threads take consecutive VN-long pieces of the
-  // contiguous dimension, so a warp reads whole 128-byte lines in either layout.
-  __device__ __forceinline__ static void chunk(int c, int& rr, int& kk) {
-    rr = kRowContig ? (c % (R / VN)) * VN : c / (BK / VN);
-    kk = kRowContig ? c / (R / VN) : (c % (BK / VN)) * VN;
+  __syncthreads();
+  if (!is_last) return false;
+  __threadfence();
+  // Sum every slice, this block's own included, from ws in slice order: the same additions
+  // in the same order whichever block came last.
+#pragma unroll
+  for (int i = 0; i < TM; ++i)
+#pragma unroll
+    for (int j = 0; j < TN; ++j) acc[i][j] = 0;
+  for (unsigned z = 0; z < gridDim.z; ++z) {
+    const T* p = ws + ((tile * gridDim.z + z) * NT + tid) * (TM * TN);
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+      for (int j = 0; j < TN; j += Vec<T>::n) {
+        T part[Vec<T>::n];
+        unpack(part, __ldcg(reinterpret_cast<const typename Vec<T>::type*>(p + i * TN + j)));
+#pragma unroll
+        for (int v = 0; v < Vec<T>::n; ++v) acc[i][j + v] += part[v];  // L2 only (__ldcg): other SMs wrote it
+      }
   }
+  return true;
+}
 
-  // Rows r0.., k in [k0, k_end); out-of-range elements are 0 so edge tiles add nothing. The
-  // vector load needs the whole chunk in range and 16-byte alignment (vec: decided at launch);
-  // otherwise the same chunk is read element by element (the warp still covers whole lines).
-  __device__ __forceinline__ void load(const T* X, int ld, int rows, int r0, int k0, int k_end,
-                                       bool vec, int tid) {
+// The epilogue of one thread's TM x TN outputs (rows m0 + a_off + ..., columns n0 + b_off + ...):
+// each (g, h, c) is 4 consecutive rows of one column of D, stored as one 16-byte vector when D
+// (and C) allow it; guarded element by element at the edges.
+template <class T, class S>
+__device__ __forceinline__ void store_tile(const T (&acc)[S::TM][S::TN], int M, int N, int m0, int n0, int a_off,
+                                           int b_off, bool vecD, T alpha, T beta, const T* C, int ldc, T* D,
+                                           int ldd, Epilogue ep, const T* bias, T step_lr) {
+  constexpr int TM = S::TM, TN = S::TN;
 #pragma unroll
-    for (int q = 0; q < kChunks; ++q) {
-      int rr, kk;
-      chunk(tid + q * NT, rr, kk);
-      const int r = r0 + rr, k = k0 + kk;
-      T* d = reg + q * VN;
-      const bool full = kRowContig ? (k < k_end && r + VN <= rows) : (r < rows && k + VN <= k_end);
-      if (vec && full) {
-        const T* p = kRowContig ? X + r + static_cast<std::size_t>(k) * ld
-                                : X + k + static_cast<std::size_t>(r) * ld;
-        unpack(d, __ldg(reinterpret_cast<const typename Vec<T>::type*>(p)));
-      } else {
+  for (int g = 0; g < TM / 4; ++g) {
+    const int i0 = m0 + a_off + g * S::LM * 4;
+    if (i0 >= M) continue;
 #pragma unroll
-        for (int v = 0; v < VN; ++v) {
-          const int rv = kRowContig ? r + v : r, kv = kRowContig ? k : k + v;
-          d[v] = (rv < rows && kv < k_end) ? at(X, ld, rv, kv) : T(0);
+    for (int h = 0; h < TN / 4; ++h)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int j = n0 + b_off + h * S::LN * 4 + c;
+        if (j >= N) continue;
+        const std::size_t jd = static_cast<std::size_t>(j);
+        // One copy of the arithmetic (the sigmoid is long); only the memory access differs
+        // between the vector case and the guarded edge case.
+        const bool vec4 = vecD && i0 + 4 <= M;
+        T v[4];
+#pragma unroll
+        for (int r = 0; r < 4; ++r) v[r] = alpha * acc[4 * g + r][4 * h + c];
+        if (C) {
+          const T* cp = C + i0 + jd * ldc;
+          T cv[4];
+          if (vec4) {
+            load4(cv, cp);
+          } else {
+#pragma unroll
+            for (int r = 0; r < 4; ++r) cv[r] = i0 + r < M ? cp[r] : T(0);
+          }
+#pragma unroll
+          for (int r = 0; r < 4; ++r) v[r] += beta * cv[r];
+          if (ep == Epilogue::Step) {
+#pragma unroll
+            for (int r = 0; r < 4; ++r) v[r] = cv[r] - step_lr * v[r];
+          }
+        }
+        if (ep != Epilogue::Step) {
+#pragma unroll
+          for (int r = 0; r < 4; ++r) v[r] = apply_epilogue(v[r], ep, bias, min(i0 + r, M - 1));
+        }
+        T* dp = D + i0 + jd * ldd;
+        if (vec4) {
+          store4(dp, v);
+        } else {
+#pragma unroll
+          for (int r = 0; r < 4; ++r)
+            if (i0 + r < M) dp[r] = v[r];
         }
       }
-    }
   }
+}
 
-  __device__ __forceinline__ void store(T (*S)[R + VN], int tid) const {
-#pragma unroll
-    for (int q = 0; q < kChunks; ++q) {
-      int rr, kk;
-      chunk(tid + q * NT, rr, kk);
-      if (kRowContig) {
-        store_vector(reinterpret_cast<typename Vec<T>::type*>(&S[kk][rr]), pack(reg + q * VN));
-      } else {
-#pragma unroll
-        for (int v = 0; v < VN; ++v) S[kk + v][rr] = reg[q * VN + v];
-      }
-    }
-  }
-};
-
-// The fused step's B: the batch's images read straight from the resident uint8 columns and
-// normalised on load, X(p, j) = src[p + cols[j] * ld] / 255 (the true division of
-// ops gather_normalize, so the products are those of the unfused path bit for bit). The same
-// chunks and shared layout as TileLoader; a chunk's VN bytes are one 4- (2-) byte load when
-// the column base and ld allow it (vec).
-template <class T, int R, int BK, int NT, bool kRowContig>
-struct GatherLoader : TileLoader<T, R, BK, NT, kRowContig> {
-  using Base = TileLoader<T, R, BK, NT, kRowContig>;
-  using Base::kChunks;
-  using Base::reg;
-  static constexpr int VN = Vec<T>::n;
-
-  __device__ __forceinline__ void load(const std::uint8_t* X, const std::uint32_t* cols, int ld, int rows,
-                                       int r0, int k0, int k_end, bool vec, int tid) {
-#pragma unroll
-    for (int q = 0; q < kChunks; ++q) {
-      int rr, kk;
-      Base::chunk(tid + q * NT, rr, kk);
-      const int r = r0 + rr, k = k0 + kk;
-      T* d = reg + q * VN;
-      // kRowContig (op T): r runs along a column (pixels), k picks the column; otherwise the
-      // reverse. `j` is the batch column, `p` the first pixel of the chunk.
-      const int j = kRowContig ? k : r, p = kRowContig ? r : k;
-      const int p_end = kRowContig ? rows : k_end;
-      const bool col_ok = kRowContig ? k < k_end : r < rows;
-      if (!col_ok) {
-#pragma unroll
-        for (int v = 0; v < VN; ++v) d[v] = T(0);
-        continue;
-      }
-      const std::uint8_t* src = X + static_cast<std::size_t>(cols[j]) * ld + p;
-      if (vec && p + VN <= p_end) {
-        unpack_bytes(d, __ldg(reinterpret_cast<const typename Bytes<T>::type*>(src)));
-      } else {
-#pragma unroll
-        for (int v = 0; v < VN; ++v) d[v] = p + v < p_end ? T(src[v]) / T(255) : T(0);
-      }
-    }
-  }
-};
-
-// k_split: the k-range of one grid.z slice (a multiple of BK). With gridDim.z > 1 each slice
-// writes its raw accumulators to ws; the last slice to finish a tile (found with a per-tile
-// atomic counter, no spinning) sums the slices in slice order, so the result does not depend
-// on which block finished last, then runs the epilogue and resets the counter for the next call.
+// k_split: the k-range of one grid.z slice (a multiple of BK); with gridDim.z > 1 the last
+// slice of a tile sums them all (sum_slices) and runs the epilogue (store_tile).
 // kGatherB: B is the gathered uint8 batch (Bu8, Bcols; GatherLoader) instead of B.
 // Epilogue::Step: D = C - step_lr * (alpha * acc + beta * C), C read even when beta == 0.
+// The kernel is longer than 60 lines because the k-loop's prefetch, multiply and buffer swap
+// share one set of registers and shared tiles with the prologue that fills them.
 template <class T, class S, Op OA, Op OB, bool kGatherB>
 __global__ void __launch_bounds__(S::kThreads)
 gemm_warptile_kernel(int M, int N, int K, int k_split, T alpha, const T* A, int lda, const T* B,
@@ -271,93 +193,8 @@ gemm_warptile_kernel(int M, int N, int K, int k_split, T alpha, const T* A, int 
     __syncthreads();
   }
 
-  if (gridDim.z > 1) {
-    const std::size_t tile = blockIdx.x + static_cast<std::size_t>(blockIdx.y) * gridDim.x;
-    T* mine = ws + ((tile * gridDim.z + blockIdx.z) * NT + tid) * (TM * TN);
-#pragma unroll
-    for (int i = 0; i < TM; ++i)
-#pragma unroll
-      for (int j = 0; j < TN; j += 4) store4(mine + i * TN + j, &acc[i][j]);  // own slice too
-    __threadfence();  // publish the partials before the counter says they are there
-    __syncthreads();
-    if (tid == 0) {
-      const unsigned prev = atomicAdd(&counters[tile], 1u);
-      is_last = prev == gridDim.z - 1;
-      if (is_last) counters[tile] = 0;  // every slice has arrived: ready for the next launch
-    }
-    __syncthreads();
-    if (!is_last) return;
-    __threadfence();
-    // Sum every slice, this block's own included, from ws in slice order: the same additions
-    // in the same order whichever block came last.
-#pragma unroll
-    for (int i = 0; i < TM; ++i)
-#pragma unroll
-      for (int j = 0; j < TN; ++j) acc[i][j] = 0;
-    for (unsigned z = 0; z < gridDim.z; ++z) {
-      const T* p = ws + ((tile * gridDim.z + z) * NT + tid) * (TM * TN);
-#pragma unroll
-      for (int i = 0; i < TM; ++i)
-#pragma unroll
-        for (int j = 0; j < TN; j += Vec<T>::n) {
-          T part[Vec<T>::n];
-          unpack(part, __ldcg(reinterpret_cast<const typename Vec<T>::type*>(p + i * TN + j)));
-#pragma unroll
-          for (int v = 0; v < Vec<T>::n; ++v) acc[i][j + v] += part[v];  // L2 only (__ldcg): other SMs wrote it
-        }
-    }
-  }
-
-  // Epilogue: each (g, h, c) is 4 consecutive rows of one column of D, stored as one
-  // 16-byte vector when D (and C) allow it; guarded element by element at the edges.
-  const bool vecD = vec & kVecD;
-#pragma unroll
-  for (int g = 0; g < TM / 4; ++g) {
-    const int i0 = m0 + a_off + g * S::LM * 4;
-    if (i0 >= M) continue;
-#pragma unroll
-    for (int h = 0; h < TN / 4; ++h)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int j = n0 + b_off + h * S::LN * 4 + c;
-        if (j >= N) continue;
-        const std::size_t jd = static_cast<std::size_t>(j);
-        // One copy of the arithmetic (the sigmoid is long); only the memory access differs
-        // between the vector case and the guarded edge case.
-        const bool vec4 = vecD && i0 + 4 <= M;
-        T v[4];
-#pragma unroll
-        for (int r = 0; r < 4; ++r) v[r] = alpha * acc[4 * g + r][4 * h + c];
-        if (C) {
-          const T* cp = C + i0 + jd * ldc;
-          T cv[4];
-          if (vec4) {
-            load4(cv, cp);
-          } else {
-#pragma unroll
-            for (int r = 0; r < 4; ++r) cv[r] = i0 + r < M ? cp[r] : T(0);
-          }
-#pragma unroll
-          for (int r = 0; r < 4; ++r) v[r] += beta * cv[r];
-          if (ep == Epilogue::Step) {
-#pragma unroll
-            for (int r = 0; r < 4; ++r) v[r] = cv[r] - step_lr * v[r];
-          }
-        }
-        if (ep != Epilogue::Step) {
-#pragma unroll
-          for (int r = 0; r < 4; ++r) v[r] = apply_epilogue(v[r], ep, bias, min(i0 + r, M - 1));
-        }
-        T* dp = D + i0 + jd * ldd;
-        if (vec4) {
-          store4(dp, v);
-        } else {
-#pragma unroll
-          for (int r = 0; r < 4; ++r)
-            if (i0 + r < M) dp[r] = v[r];
-        }
-      }
-  }
+  if (gridDim.z > 1 && !sum_slices<T, S>(acc, ws, counters, is_last)) return;
+  store_tile<T, S>(acc, M, N, m0, n0, a_off, b_off, vec & kVecD, alpha, beta, C, ldc, D, ldd, ep, bias, step_lr);
 }
 
 template <class T, int ID>

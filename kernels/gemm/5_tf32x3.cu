@@ -116,12 +116,94 @@ struct TcTiles {
   static constexpr int kSmemBytes = 2 * kBuf * int(sizeof(float));
 };
 
+// This lane's fragments of one 8-deep k-step (As, Bs: the k-tile's operands in shared memory),
+// each element split into big = tf32(x) and small = tf32(x - big) (small only for 3 products).
+template <class S, bool kAcol, bool kBcol, class SA, class SB, int kProducts>
+__device__ __forceinline__ void split_fragments(float (&a_big)[S::FM][4], float (&a_small)[S::FM][4],
+                                                float (&b_big)[S::FN][2], float (&b_small)[S::FN][2], const float* As,
+                                                const float* Bs, int kk, int wm, int wn, int g, int t4) {
+#pragma unroll
+  for (int i = 0; i < S::FM; ++i) {
+    const int m = wm * S::WM + i * 16 + g;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int mm = m + (e & 1) * 8, k = kk + t4 + (e >> 1) * 4;
+      const float x = kAcol ? As[k * SA::LD + mm] : As[mm * SA::LD + k];
+      a_big[i][e] = tf32_rn(x);
+      if constexpr (kProducts == 3) a_small[i][e] = tf32_rn(x - a_big[i][e]);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < S::FN; ++j) {
+    const int n = wn * S::WN + j * 8 + g;
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int k = kk + t4 + e * 4;
+      const float x = kBcol ? Bs[n * SB::LD + k] : Bs[k * SB::LD + n];
+      b_big[j][e] = tf32_rn(x);
+      if constexpr (kProducts == 3) b_small[j][e] = tf32_rn(x - b_big[j][e]);
+    }
+  }
+}
+
+// One k-tile of a warp's products. They are summed on the tensor cores from zero into part (per
+// k-step the two small correction products first, then the main one), and part is added to the
+// running sum acc in FP32 on the CUDA cores, rounding to nearest. Accumulating the running sum
+// itself on the tensor cores made the error grow with K: measured on an H200, 13x variant 4's
+// at 4096^3 and 32x at dW1 (K = 3000), as a tensor core's sum does not round to nearest. Every
+// part of the warp tile is live at once and each product is issued over all of them before the
+// next: FM * FN independent MMA chains. With BK = 32 part is added every 16 k, as with BK = 16
+// (the same bits).
+template <class S, bool kAcol, bool kBcol, class SA, class SB, int kProducts>
+__device__ __forceinline__ void multiply_tile(float (&acc)[S::FM][S::FN][4], const float* As, const float* Bs, int wm,
+                                              int wn, int g, int t4) {
+  constexpr int FM = S::FM, FN = S::FN;
+  float part[FM][FN][4];
+#pragma unroll
+  for (int kk = 0; kk < S::BK; kk += 8) {
+    if (kk % 16 == 0) {
+#pragma unroll
+      for (int i = 0; i < FM; ++i)
+#pragma unroll
+        for (int j = 0; j < FN; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) part[i][j][e] = 0.0f;
+    }
+    float a_big[FM][4], a_small[FM][4], b_big[FN][2], b_small[FN][2];
+    split_fragments<S, kAcol, kBcol, SA, SB, kProducts>(a_big, a_small, b_big, b_small, As, Bs, kk, wm, wn, g, t4);
+    if constexpr (kProducts == 3) {
+#pragma unroll
+      for (int i = 0; i < FM; ++i)
+#pragma unroll
+        for (int j = 0; j < FN; ++j) mma_m16n8k8_tf32(part[i][j], a_small[i], b_big[j]);
+#pragma unroll
+      for (int i = 0; i < FM; ++i)
+#pragma unroll
+        for (int j = 0; j < FN; ++j) mma_m16n8k8_tf32(part[i][j], a_big[i], b_small[j]);
+    }
+#pragma unroll
+    for (int i = 0; i < FM; ++i)
+#pragma unroll
+      for (int j = 0; j < FN; ++j) mma_m16n8k8_tf32(part[i][j], a_big[i], b_big[j]);
+    if (kk % 16 == 8) {
+#pragma unroll
+      for (int i = 0; i < FM; ++i)
+#pragma unroll
+        for (int j = 0; j < FN; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[i][j][e] += part[i][j][e];
+    }
+  }
+}
+
 // D = epilogue(alpha * op(A) op(B) + beta * C) for one BM x BN tile per block. OA == N keeps
 // A's tile column-major in shared memory (m contiguous), OA == T row-major (k contiguous); B
 // likewise, so every global load is a straight copy. kGatherB: B is the gathered uint8 batch.
 // Each warp owns a WM x WN tile: FM x FN MMA tiles of 16 x 8 (mma_tf32.h's fragments), read
 // from shared memory with plain loads (Stage's padding keeps each fragment load free of bank
-// conflicts) and split on the fly: big = tf32(x), small = tf32(x - big).
+// conflicts) and split on the fly: big = tf32(x), small = tf32(x - big) (multiply_tile).
+// The kernel is longer than 60 lines because the prologue, the double-buffered k-loop and the
+// split-K hand-off share its shared tiles and registers.
 template <class S, Op OA, Op OB, bool kGatherB, int kProducts>
 __global__ void __launch_bounds__(S::kThreads)
 gemm_tf32x3_kernel(int M, int N, int K, int k_split, float alpha, const float* A, int lda, const float* B,
@@ -161,10 +243,6 @@ gemm_tf32x3_kernel(int M, int N, int K, int k_split, float alpha, const float* A
   lb.store(smem + SA::kSize, tid);
   __syncthreads();
 
-  // This lane's element (r, c) of a fragment at (row0, col0) of the warp tile, in shared memory.
-  const auto a_at = [&](const float* As, int m, int k) { return kAcol ? As[k * SA::LD + m] : As[m * SA::LD + k]; };
-  const auto b_at = [&](const float* Bs, int k, int n) { return kBcol ? Bs[n * SB::LD + k] : Bs[k * SB::LD + n]; };
-
   float acc[FM][FN][4];
 #pragma unroll
   for (int i = 0; i < FM; ++i)
@@ -180,69 +258,7 @@ gemm_tf32x3_kernel(int M, int N, int K, int k_split, float alpha, const float* A
     // Tile t+1's global loads are in flight while tile t is multiplied (past the end they are
     // all out of range: zeros, no memory traffic).
     load(k_begin + (t + 1) * BK);
-    // The tile's products are summed on the tensor cores from zero into part (per k-step the
-    // two small correction products first, then the main one), and part is added to the
-    // running sum acc in FP32 on the CUDA cores, rounding to nearest. Accumulating the running
-    // sum itself on the tensor cores made the error grow with K: measured on an H200, 13x
-    // variant 4's at 4096^3 and 32x at dW1 (K = 3000), as a tensor core's sum does not round
-    // to nearest. Every part of the warp tile is live at once and each product is issued over
-    // all of them before the next: FM * FN independent MMA chains. With BK = 32 part is added
-    // every 16 k, as with BK = 16 (the same bits).
-    float part[FM][FN][4];
-#pragma unroll
-    for (int kk = 0; kk < BK; kk += 8) {
-      if (kk % 16 == 0) {
-#pragma unroll
-        for (int i = 0; i < FM; ++i)
-#pragma unroll
-          for (int j = 0; j < FN; ++j)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) part[i][j][e] = 0.0f;
-      }
-      float a_big[FM][4], a_small[FM][4], b_big[FN][2], b_small[FN][2];
-#pragma unroll
-      for (int i = 0; i < FM; ++i) {
-        const int m = wm * S::WM + i * 16 + g;
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const float x = a_at(As, m + (e & 1) * 8, kk + t4 + (e >> 1) * 4);
-          a_big[i][e] = tf32_rn(x);
-          if constexpr (kProducts == 3) a_small[i][e] = tf32_rn(x - a_big[i][e]);
-        }
-      }
-#pragma unroll
-      for (int j = 0; j < FN; ++j) {
-        const int n = wn * S::WN + j * 8 + g;
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const float x = b_at(Bs, kk + t4 + e * 4, n);
-          b_big[j][e] = tf32_rn(x);
-          if constexpr (kProducts == 3) b_small[j][e] = tf32_rn(x - b_big[j][e]);
-        }
-      }
-      if constexpr (kProducts == 3) {
-#pragma unroll
-        for (int i = 0; i < FM; ++i)
-#pragma unroll
-          for (int j = 0; j < FN; ++j) mma_m16n8k8_tf32(part[i][j], a_small[i], b_big[j]);
-#pragma unroll
-        for (int i = 0; i < FM; ++i)
-#pragma unroll
-          for (int j = 0; j < FN; ++j) mma_m16n8k8_tf32(part[i][j], a_big[i], b_small[j]);
-      }
-#pragma unroll
-      for (int i = 0; i < FM; ++i)
-#pragma unroll
-        for (int j = 0; j < FN; ++j) mma_m16n8k8_tf32(part[i][j], a_big[i], b_big[j]);
-      if (kk % 16 == 8) {
-#pragma unroll
-        for (int i = 0; i < FM; ++i)
-#pragma unroll
-          for (int j = 0; j < FN; ++j)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) acc[i][j][e] += part[i][j][e];
-      }
-    }
+    multiply_tile<S, kAcol, kBcol, SA, SB, kProducts>(acc, As, Bs, wm, wn, g, t4);
     // The other buffer was last read in iteration t-1, finished by every thread before the
     // barrier that ended it.
     float* next = smem + ((t + 1) & 1) * kBuf;
