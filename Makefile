@@ -265,7 +265,7 @@ RANK_FILTER := $(subst $(space),:,$(RANK_SUITES:%=%.*))
 # tests, the NVTX ranges and the CLI checks. The emulator's standalone checks
 # (sim/examples/verify.sh builds its own ASan variants) and the build checks do not depend on
 # the compiler's flags: make test runs them.
-test-sanitize:
+test-sanitize: setup
 	@$(MAKE) --no-print-directory SANITIZE=1 HAVE_NVCC= NP_LIST='1 2' cpu
 	@$(MAKE) --no-print-directory -j1 SANITIZE=1 HAVE_NVCC= NP_LIST='1 2' test-cpu test-gpu-grid test-nvtx test-cli
 test-cpu: cpu
