@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Everything a short lease on a GPU machine can tell us, in one call, most valuable first:
+# Every check and measurement that needs a GPU, in one call, most valuable first:
 #   bash tests/cuda/gpu_session.sh KIT OUT [BUDGET_S]
 # KIT: the folder holding kit.txz from tests/cuda/gpu_kit.sh (the CUDA build and the libraries
 # it needs); OUT: where logs.tgz and summary.txt go; BUDGET_S (default 420): the whole script's time.
@@ -131,7 +131,7 @@ summarise() {
 
 TRAIN=(--data data/current --hidden 256 --batch 100 --lr 0.5 --reg 1e-4)
 CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1)
-# 0. GEMM variant 5 (tensor cores at FP32 accuracy, 3xTF32; issue 39), first: its tests (the
+# 0. GEMM variant 5 (tensor cores at FP32 accuracy, 3xTF32): its tests (the
 #    TF32 rounding against the hardware, accuracy against float64 beside variant 4 and plain
 #    TF32, every op/epilogue case, the gathered B and the step epilogue); the GEMM lab against
 #    cuBLAS at the trainer's two big shapes (H 1024, B 3000) and 4096^3, every tile
@@ -178,8 +178,8 @@ for hb in 256:100 512:800; do
   step "lat_ours_nograph_${hb/:/_}" 30 "${ONE[@]}" "$BIN/nn_train" "${L[@]}" --no-graph --metrics "$LOGS/lat_ours_nograph_${hb/:/_}.csv"
 done
 TF32_TESTS='Tf32*:Wgmma*:SimWmma*:AllVariants/GemmVariant.*/tf32x3:GemmGather.*Tf32*'
-# 0w. Variant 5's wgmma kernel (kernels/gemm/5_tf32x3_wgmma.cu, written 2026-11-27 without a
-#     GPU, tested on the emulator only), first: its tests (Wgmma.DescriptorAndFragmentAreThePtxLayout
+# 0w. Variant 5's wgmma kernel (kernels/gemm/5_tf32x3_wgmma.cu; first run on an H100 on
+#     2026-11-28, bench/results/h100-2026-11-28): its tests (Wgmma.DescriptorAndFragmentAreThePtxLayout
 #     checks the descriptor and fragment layouts alone: if it fails, its message says which
 #     elements are wrong); 4096^3 and the trainer's big shapes against cuBLAS and the mma.sync
 #     kernel (the wgmma rows of gemm_bench --tf32); --gemm 5 with the wgmma kernel in the plan
@@ -263,7 +263,7 @@ for hb in 512:800 1024:3000; do
   SHAPE=(--data data/current --hidden "${hb%:*}" --batch "${hb#*:}" --lr 0.5 --reg 1e-4 --epochs 4)
   step "train_${hb/:/_}" 60 "${ONE[@]}" "$BIN/nn_train" "${SHAPE[@]}" --metrics "$LOGS/ours_gpu_${hb/:/_}.csv"
 done
-# 3b. The peer comparison (issue 38), same GPU, same data and hyperparameters, 4 epochs each
+# 3b. The peer comparison, same GPU, same data and hyperparameters, 4 epochs each
 #     (bench/peers_gpu_table.py takes the median of epochs 2-4), at four shapes: ours (the
 #     default, the fused step where it applies, and --fused off) against the strongest peers,
 #     JAX with the epoch in one jitted lax.scan and with a jitted step per batch (precision
