@@ -278,7 +278,7 @@ test-cpu: cpu
 	  $(MPI_ENV) SIM_ORDER=$$order SIM_SEED=$$np SIM_WORKERS=$$workers $(if $(filter 1,$(SANITIZE)),$(SAN_ENV)$$((np == 1))) \
 	    $(MPIRUN) $(MPIRUN_FLAGS) -np $$np $(CPU_TESTS) $$filter $(TEST_ARGS); \
 	done
-# The elementwise and reduction kernels (tests/kernels/test_ops.cpp) once more, with the CUDA
+# The elementwise and reduction kernels (tests/kernels/test_ops*.cpp) once more, with the CUDA
 # build's grid sizes (up to 2048 blocks instead of the emulator's 8; nn::use_gpu_grids), so
 # the many-block paths run as on a GPU; OpsGrid checks that they really launch that many.
 test-gpu-grid: cpu
