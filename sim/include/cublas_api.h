@@ -2,7 +2,7 @@
 // values, and the handle, stream, mode, workspace and GEMM calls this project uses. GEMMs run
 // on the host's CBLAS (OpenBLAS), queued on the handle's stream like a kernel. Implemented in
 // runtime/cublas.cpp (link with -lopenblas; simcc maps -lcublas to it); tested by
-// tests/sim/test_sim_cublas.cu. Include <cublas_v2.h>, which maps the plain names to the
+// tests/sim/test_sim_cublas_*.cu. Include <cublas_v2.h>, which maps the plain names to the
 // _v2 entry points as CUDA's header does.
 #pragma once
 #include <cstddef>

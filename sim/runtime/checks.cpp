@@ -6,7 +6,7 @@
 // poisoned granule. Poisoned: the shared window (all of it in a race-checked launch, else its
 // red zones), device red zones and guard pages, device granules not yet written, the red zones
 // of .cu globals. The report functions then do the exact checks, and let the access proceed.
-// Tested by tests/sim/test_sim_checks.cu, sim/examples/bugs and sim/examples/standard.
+// Tested by tests/sim/test_sim_checks_*.cu, sim/examples/bugs and sim/examples/standard.
 #include "checks.h"
 
 #include <dlfcn.h>

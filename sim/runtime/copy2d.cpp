@@ -1,7 +1,7 @@
 // cudaMemcpy2DAsync: cudaMemcpy2D queued on a stream, like cudaMemcpyAsync in memory.cpp (it
 // belongs there; kept in its own file while memory.cpp is being reworked). Captured into graphs
 // and deferred by the lazy stream mode; host-to-host copies are synchronous, as in CUDA. Used
-// by kernels/gemm/gemm.cu (variant 0, C != D); tested by tests/sim/test_sim_cublas.cu.
+// by kernels/gemm/gemm.cu (variant 0, C != D); tested by tests/sim/test_sim_cublas_results.cu.
 #include <limits>
 
 #include "internal.h"

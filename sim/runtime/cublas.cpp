@@ -4,7 +4,7 @@
 // stream capture records it, the lazy stream mode defers it) and, when it runs, checks its
 // matrices like a kernel's pointer arguments. Argument checks return cuBLAS's documented status
 // codes at the call. Only programs that call cuBLAS pull this file out of the runtime archive,
-// so only they need -lopenblas. Tested by tests/sim/test_sim_cublas.cu and, as the trainer's
+// so only they need -lopenblas. Tested by tests/sim/test_sim_cublas_*.cu and, as the trainer's
 // GEMM variant 0, by tests/kernels/test_gemm.cpp.
 #include <cblas.h>
 
@@ -340,7 +340,7 @@ cublasStatus_t cublasGetStream_v2(cublasHandle_t handle, cudaStream_t* streamId)
 }
 
 // cuBLAS documents a 256-byte aligned workspace but does not check it: cuBLAS 13.0 on an H200
-// accepted one 16 bytes off (tests/sim/test_sim_cublas.cu, 2026-11-25), and so does this.
+// accepted one 16 bytes off (tests/sim/test_sim_cublas_args.cu, 2026-11-25), and so does this.
 cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t handle, void* workspace,
                                      size_t workspaceSizeInBytes) {
   if (!live(handle))
@@ -372,7 +372,7 @@ cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode) {
   if (!live(handle))
     return refuse(CUBLAS_STATUS_NOT_INITIALIZED, "cublasSetMathMode", bad_handle_why(handle));
   // Any combination of cuBLAS 13's five mode bits (1, 2, 4, 8, 16) is accepted and kept, as
-  // cuBLAS 13.0 on an H200 did (5 accepted, 32 refused; tests/sim/test_sim_cublas.cu,
+  // cuBLAS 13.0 on an H200 did (5 accepted, 32 refused; tests/sim/test_sim_cublas_args.cu,
   // 2026-11-25). The BF16x9 and fixed-point emulations aim at full FP32/FP64 accuracy: every
   // mode is computed as the default.
   if (static_cast<unsigned>(mode) & ~31u)

@@ -3,7 +3,7 @@
 // the threads: `make cpu-gemm-lab` measures them (docs/performance.md, "CPU GEMMs"). One
 // library per process: the two keep thread pools of their own (OpenBLAS's pthreads, oneDNN's
 // OpenMP threads) that spin after a call, and used in turn they take the cores from each
-// other. Tested by tests/model/test_cpu_model.cpp.
+// other. Tested by tests/model/test_cpu_model_gemm.cpp.
 #pragma once
 #include <string>
 

@@ -1,7 +1,7 @@
 // The CPU model's elementwise passes (cpu_model.cpp), each one loop over its data, built for
 // several x86-64 levels (AVX-512, AVX2, baseline) and chosen at load time, so one binary
 // uses the vector units of the machine it runs on. Float uses a vectorisable exp (exp_nonpos
-// below); double keeps std::exp. Tested by tests/model/test_cpu_model.cpp.
+// below); double keeps std::exp. Tested by tests/model/test_cpu_kernels.cpp.
 #pragma once
 #include <cstddef>
 #include <cstdint>

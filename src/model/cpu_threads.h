@@ -1,6 +1,6 @@
 // The host's cores for --device cpu: how many BLAS threads a rank uses, and the CPU's name
 // for the header. Used by the trainer's setup (src/train/setup.h); tested by
-// tests/model/test_cpu_model.cpp.
+// tests/model/test_cpu_kernels.cpp.
 #pragma once
 #include <string>
 

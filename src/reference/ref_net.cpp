@@ -1,6 +1,6 @@
 // Implementation of the CPU reference network (see ref_net.h for the maths and the API).
 // BLAS-backed Armadillo expressions; explicit instantiations for float and double at the end.
-// Tested in tests/reference/test_ref_net.cpp.
+// Tested in tests/reference/test_ref_net*.cpp.
 #include "reference/ref_net.h"
 
 #include <array>

@@ -1,6 +1,6 @@
 // CPU reference of the 2-layer MNIST network (sigmoid hidden layer, softmax output, L2 reg),
 // in Armadillo, for T = float and double: the verifier for the GPU/MPI trainer.
-// Tested in tests/reference/test_ref_net.cpp (finite differences, naive loops, training).
+// Tested in tests/reference/test_ref_net*.cpp (finite differences, naive loops, training).
 //
 // Definitions (X is D x B, one image per column; Y is C x B one-hot):
 //   z1 = W1 X + b1, a1 = sigmoid(z1), z2 = W2 a1 + b2, yhat = softmax(z2) per column

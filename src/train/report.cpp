@@ -1,6 +1,6 @@
 // The --report performance report: PhaseTimer (CUDA events at the phase boundaries of each
 // batch, read one batch late), the report's arithmetic (FLOPs, bytes, medians, rates,
-// roofline) and its atomic write. Tested by tests/train/test_report.cpp.
+// roofline) and its atomic write. Tested by tests/train/test_report*.cpp.
 #include "train/report.h"
 
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 // Finds the saved fuzzer inputs, tests/fuzz/regressions/<target>/*, for the gtests that replay
-// them in `make test` (tests/io/test_idx.cpp, tests/io/test_checkpoint.cpp). Looked up
+// them in `make test` (tests/io/test_idx_parsers.cpp, tests/io/test_checkpoint.cpp). Looked up
 // from the working directory (make runs tests from the repository root), then from the test binary up.
 #pragma once
 #include <unistd.h>

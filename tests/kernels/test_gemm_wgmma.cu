@@ -114,6 +114,31 @@ struct Result {
   std::vector<double> ref, mag;
 };
 
+// The float64 reference of case c into r.ref, and the size of its products into r.mag; b_at(k, j) is
+// op(B)(k, j).
+template <class BAt>
+void reference(const Case& c, const std::vector<float>& A, const std::vector<float>& C, const std::vector<float>& bias,
+               const BAt& b_at, float alpha, float beta, float lr, Result& r) {
+  const int M = c.M, N = c.N, K = c.K;
+  r.ref.assign(std::size_t(M) * N, 0);
+  r.mag.assign(r.ref.size(), 0);
+  for (int j = 0; j < N; ++j)
+    for (int i = 0; i < M; ++i) {
+      double s = 0, m = 0;
+      for (int k = 0; k < K; ++k) {
+        const double p = double(c.opA == Op::N ? A[i + std::size_t(k) * M] : A[k + std::size_t(i) * K]) * b_at(k, j);
+        s += p;
+        m += std::fabs(p);
+      }
+      double v = alpha * s + (c.with_c ? beta * C[i + std::size_t(j) * M] : 0.0);
+      if (c.ep == Epilogue::Step) v = C[i + std::size_t(j) * M] - lr * v;
+      else if (c.ep == Epilogue::Bias) v += bias[i];
+      else if (c.ep == Epilogue::BiasSigmoid) v = 1.0 / (1.0 + std::exp(-(v + bias[i])));
+      r.ref[i + std::size_t(j) * M] = v;
+      r.mag[i + std::size_t(j) * M] = std::fabs(alpha) * m + 1.0;
+    }
+}
+
 Result run_case(const Case& c, int splits, unsigned seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
@@ -137,23 +162,7 @@ Result run_case(const Case& c, int splits, unsigned seed) {
   };
   const float alpha = 0.75f, beta = c.with_c ? 0.5f : 0.0f, lr = 0.125f;
   Result r;
-  r.ref.assign(std::size_t(M) * N, 0);
-  r.mag.assign(r.ref.size(), 0);
-  for (int j = 0; j < N; ++j)
-    for (int i = 0; i < M; ++i) {
-      double s = 0, m = 0;
-      for (int k = 0; k < K; ++k) {
-        const double p = double(c.opA == Op::N ? A[i + std::size_t(k) * M] : A[k + std::size_t(i) * K]) * b_at(k, j);
-        s += p;
-        m += std::fabs(p);
-      }
-      double v = alpha * s + (c.with_c ? beta * C[i + std::size_t(j) * M] : 0.0);
-      if (c.ep == Epilogue::Step) v = C[i + std::size_t(j) * M] - lr * v;
-      else if (c.ep == Epilogue::Bias) v += bias[i];
-      else if (c.ep == Epilogue::BiasSigmoid) v = 1.0 / (1.0 + std::exp(-(v + bias[i])));
-      r.ref[i + std::size_t(j) * M] = v;
-      r.mag[i + std::size_t(j) * M] = std::fabs(alpha) * m + 1.0;
-    }
+  reference(c, A, C, bias, b_at, alpha, beta, lr, r);
   const nn::DeviceBuffer<float> dA = nn::test::to_device(A), dB = nn::test::to_device(B),
                                 dC = nn::test::to_device(C), dbias = nn::test::to_device(bias);
   const nn::DeviceBuffer<std::uint8_t> dimg = nn::test::to_device(img);

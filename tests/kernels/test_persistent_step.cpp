@@ -39,6 +39,38 @@ struct Data {
     P.resize(std::size_t(H) * D + H + std::size_t(C) * H + C);
     for (auto& v : P) v = u(rng);
   }
+  // One SGD step of the parameters from a batch of b columns: its inputs X, activations A and the
+  // loss's gradients dz1, dz2 at the hidden and output pre-activations.
+  void sgd(int b, const std::vector<double>& X, const std::vector<double>& A, const std::vector<double>& dz1,
+           const std::vector<double>& dz2, double lr, double reg) {
+    double* W1 = P.data();
+    double* b1 = W1 + std::size_t(H) * D;
+    double* W2 = b1 + H;
+    double* b2 = W2 + std::size_t(C) * H;
+    for (int d = 0; d < D; ++d)
+      for (int h = 0; h < H; ++h) {
+        double g = 0;
+        for (int j = 0; j < b; ++j) g += dz1[std::size_t(j) * H + h] * X[std::size_t(j) * D + d];
+        double& w = W1[std::size_t(d) * H + h];
+        w -= lr * (g + reg * w);
+      }
+    for (int h = 0; h < H; ++h) {
+      double g = 0;
+      for (int j = 0; j < b; ++j) g += dz1[std::size_t(j) * H + h];
+      b1[h] -= lr * g;
+      for (int c = 0; c < C; ++c) {
+        double gw = 0;
+        for (int j = 0; j < b; ++j) gw += dz2[std::size_t(j) * C + c] * A[std::size_t(j) * H + h];
+        double& w = W2[std::size_t(h) * C + c];
+        w -= lr * (gw + reg * w);
+      }
+    }
+    for (int c = 0; c < C; ++c) {
+      double g = 0;
+      for (int j = 0; j < b; ++j) g += dz2[std::size_t(j) * C + c];
+      b2[c] -= lr * g;
+    }
+  }
   // steps SGD steps from offset 0 in float64; loss and hits summed over them.
   void reference(int steps, double lr, double reg, double* loss, unsigned* hits) {
     double* W1 = P.data();
@@ -76,29 +108,7 @@ struct Data {
           dz1[std::size_t(j) * H + h] = da * a * (1 - a);
         }
       }
-      for (int d = 0; d < D; ++d)
-        for (int h = 0; h < H; ++h) {
-          double g = 0;
-          for (int j = 0; j < b; ++j) g += dz1[std::size_t(j) * H + h] * X[std::size_t(j) * D + d];
-          double& w = W1[std::size_t(d) * H + h];
-          w -= lr * (g + reg * w);
-        }
-      for (int h = 0; h < H; ++h) {
-        double g = 0;
-        for (int j = 0; j < b; ++j) g += dz1[std::size_t(j) * H + h];
-        b1[h] -= lr * g;
-        for (int c = 0; c < C; ++c) {
-          double gw = 0;
-          for (int j = 0; j < b; ++j) gw += dz2[std::size_t(j) * C + c] * A[std::size_t(j) * H + h];
-          double& w = W2[std::size_t(h) * C + c];
-          w -= lr * (gw + reg * w);
-        }
-      }
-      for (int c = 0; c < C; ++c) {
-        double g = 0;
-        for (int j = 0; j < b; ++j) g += dz2[std::size_t(j) * C + c];
-        b2[c] -= lr * g;
-      }
+      sgd(b, X, A, dz1, dz2, lr, reg);
     }
   }
 };

@@ -148,7 +148,7 @@ TEST_F(SimStrict, StatsCountLaunchesBlocksAndThreads) {
 // ---- poisoned memory ---------------------------------------------------------------------------------
 
 // The fill pattern itself, read by a kernel: initcheck (on by default) would stop that read,
-// so it is off here (restored at the end); tests/sim/test_sim_checks.cu covers initcheck.
+// so it is off here (restored at the end); tests/sim/test_sim_checks_init.cu covers initcheck.
 TEST_F(SimStrict, FreshDeviceMemoryReadsAsNaN) {
   struct InitcheckOff {
     InitcheckOff() { sim::set_initcheck(false); }

@@ -1,5 +1,5 @@
 // A kernel-side helper in a header, as kernels/common/vector_access.h is one: used by
-// tests/sim/test_sim_checks.cu to check that a fault inside it names its line and its caller's.
+// tests/sim/test_sim_checks_vector.cu to check that a fault inside it names its line and its caller's.
 #pragma once
 
 template <class V>

@@ -372,7 +372,7 @@ inline unsigned __umulhi(unsigned a, unsigned b) {
 // one access with one check, as the GPU does, and fault on a misaligned address as `*p` does
 // (cudaErrorMisalignedAddress, naming the caller's line). The __ldg family uses them; kernel
 // code reaches them through its own helper (kernels/common/vector_access.h).
-// Tested by tests/sim/test_sim_checks.cu (WholeVector*).
+// Tested by tests/sim/test_sim_checks_vector.cu (WholeVector*).
 namespace sim::detail {
 [[noreturn]] void misaligned_access(const void* p, std::size_t align, const char* op, const char* file, int line);
 }
