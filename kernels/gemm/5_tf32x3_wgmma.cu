@@ -114,9 +114,10 @@ struct Slab {
 };
 
 // D = epilogue(alpha * op(A) op(B) + beta * C), one 128 x 128 tile per block; the arguments
-// are 5_tf32x3.cu's. kGatherB: B is the gathered uint8 batch. The kernel is longer than 60
-// lines because the wgmma fences, the asynchronous products, their wait and the next tile's
-// split and store must stay in one place: their order is the hazard the emulator checks.
+// are 5_tf32x3.cu's. kGatherB: B is the gathered uint8 batch.
+// The kernel is longer than 60 lines because the wgmma fences, the asynchronous products, their
+// wait and the next tile's split and store must stay in one place: their order is the hazard
+// the emulator checks.
 template <Op OA, Op OB, bool kGatherB, int kProducts>
 __global__ void __launch_bounds__(kThreads, 1)
 gemm_tf32x3_wgmma_kernel(int M, int N, int K, int k_split, float alpha, const float* A, int lda, const float* B,
