@@ -102,9 +102,8 @@ bool resolve_persistent(const Config& cfg, Setup<T, Model>& s, int p) {
   if (!fused_in_use(cfg)) why = "it needs the fused step (--gemm 4 or 5, --fused not off, data parallel)";
   else if (p != 1) why = "it runs at one rank only (with several, each step's gradient goes through MPI_Allreduce)";
   else why = s.model->enable_persistent(true, s.b_max);
-  if (why.empty()) return true;
-  if (cfg.persistent == Persistent::On) throw UserError("--persistent on: " + why);
-  return false;
+  if (!why.empty()) throw UserError("--persistent on: " + why);
+  return true;
 }
 
 // This rank's compute device and where it runs (devices.h): the node's cores shared among
