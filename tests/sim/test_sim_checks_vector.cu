@@ -2,10 +2,10 @@
 // family): one 16-byte access, bounds-checked and reported as such, faulting when misaligned (a
 // misaligned store does not happen), race-checked in shared memory, and a fault inside a header
 // helper naming its line and its caller's.
-#include "vector_helper.h"
 #include "sim_checks_util.h"
 
 #ifdef SIM_EMULATOR
+#include "vector_helper.h"
 
 namespace {
 
