@@ -920,6 +920,7 @@ inline void globals_access(Worker& w, uintptr_t a, size_t n, bool write, const v
 // An atomic: bounds and initialisation, never a race (called from sim/strict.h's
 // SIM_ATOMIC_CHECK_; the atomics themselves are not instrumented).
 namespace {
+thread_local bool tl_global_atomic = false;  // atomic_access saw a device-memory atomic
 void note_atomic(const Worker& w) {
   if (!w.L || !w.L->racecheck) return;
   std::lock_guard<std::mutex> lk(g_sync_m);
@@ -927,6 +928,17 @@ void note_atomic(const Worker& w) {
   if (g_sync_on && b < g_last_atomic.size()) g_last_atomic[b] = ++g_seq;
 }
 }  // namespace
+
+// Called after every atomic operation (sim/device.h's after_atomic). A global atomic counts
+// for the "last block done" ordering from here on: were it noted before the operation, a
+// fence another block makes between the note and the operation (which the operation then
+// sees) would be taken for one after it, and correct code reported as a race.
+void atomic_done() {
+  if (!tl_global_atomic) return;
+  tl_global_atomic = false;
+  Worker* w = tl_worker;
+  if (w && w->in_block && w->cur >= 0) note_atomic(*w);
+}
 
 void note_grid_sync() {
   std::lock_guard<std::mutex> lk(g_sync_m);
@@ -964,7 +976,7 @@ void atomic_access(const void* p, size_t n) {
     global_access(*w, *r, a, n, false, pc, true);  // an atomic reads the old value
     global_access(*w, *r, a, n, true, pc, true);
     if (r->racing) global_race_atomic(*r, a, n);
-    note_atomic(*w);
+    tl_global_atomic = true;  // atomic_done notes it once the operation has taken place
     return;
   }
   if (g_globals && a - g_glo.load() < g_ghi.load() - g_glo.load()) globals_access(*w, a, n, true, pc);

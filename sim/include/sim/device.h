@@ -186,6 +186,16 @@ inline void __trap() { ::sim::detail::device_fault("__trap() called"); }
 // Not instrumented by the per-access checks (an atomic is no race); SIM_ATOMIC_CHECK_ checks
 // alignment, bounds and initialisation explicitly (runtime/checks.cpp).
 #define SIM_ATOMIC_FN inline __attribute__((no_sanitize("kernel-address")))
+namespace sim::detail {
+// After the atomic operation itself: the global race check orders a block's accesses after
+// its atomics from this point (runtime/checks.cpp), never before the operation took place.
+void atomic_done();
+template <class T>
+SIM_ATOMIC_FN T after_atomic(T v) {
+  atomic_done();
+  return v;
+}
+}  // namespace sim::detail
 // Each checks its address's alignment first (sim/strict.h); the defaulted trailing
 // parameters are the call site.
 namespace sim::detail {
@@ -223,15 +233,15 @@ SIM_ATOMIC_FN T atomic_cas(T* p, T cmp, T v) {
 #define SIM_ATOMIC_ADD(T, IMPL)                                                    \
   SIM_ATOMIC_FN T atomicAdd(T* a, T v SIM_ATOMIC_SITE_) {                                 \
     SIM_ATOMIC_CHECK_("atomicAdd");                                                 \
-    return IMPL;                                                                    \
+    return ::sim::detail::after_atomic(IMPL);                                                                    \
   }                                                                                 \
   SIM_ATOMIC_FN T atomicAdd_block(T* a, T v SIM_ATOMIC_SITE_) {                           \
     SIM_ATOMIC_CHECK_("atomicAdd_block");                                           \
-    return IMPL;                                                                    \
+    return ::sim::detail::after_atomic(IMPL);                                                                    \
   }                                                                                 \
   SIM_ATOMIC_FN T atomicAdd_system(T* a, T v SIM_ATOMIC_SITE_) {                          \
     SIM_ATOMIC_CHECK_("atomicAdd_system");                                          \
-    return IMPL;                                                                    \
+    return ::sim::detail::after_atomic(IMPL);                                                                    \
   }
 SIM_ATOMIC_ADD(int, __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST))
 SIM_ATOMIC_ADD(unsigned int, __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST))
@@ -241,41 +251,41 @@ SIM_ATOMIC_ADD(double, ::sim::detail::atomic_cas_loop_add(a, v))
 #undef SIM_ATOMIC_ADD
 SIM_ATOMIC_FN int atomicSub(int* a, int v SIM_ATOMIC_SITE_) {
   SIM_ATOMIC_CHECK_("atomicSub");
-  return __atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST);
+  return ::sim::detail::after_atomic(__atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST));
 }
 SIM_ATOMIC_FN unsigned atomicSub(unsigned* a, unsigned v SIM_ATOMIC_SITE_) {
   SIM_ATOMIC_CHECK_("atomicSub");
-  return __atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST);
+  return ::sim::detail::after_atomic(__atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST));
 }
 
 #define SIM_ATOMIC_INT_OPS(T)                                                                     \
   SIM_ATOMIC_FN T atomicExch(T* a, T v SIM_ATOMIC_SITE_) {                                               \
     SIM_ATOMIC_CHECK_("atomicExch");                                                              \
-    return ::sim::detail::atomic_exchange(a, v);                                                  \
+    return ::sim::detail::after_atomic(::sim::detail::atomic_exchange(a, v));                                                  \
   }                                                                                               \
   SIM_ATOMIC_FN T atomicCAS(T* a, T cmp, T v SIM_ATOMIC_SITE_) {                                         \
     SIM_ATOMIC_CHECK_("atomicCAS");                                                               \
-    return ::sim::detail::atomic_cas(a, cmp, v);                                                  \
+    return ::sim::detail::after_atomic(::sim::detail::atomic_cas(a, cmp, v));                                                  \
   }                                                                                               \
   SIM_ATOMIC_FN T atomicMin(T* a, T v SIM_ATOMIC_SITE_) {                                                \
     SIM_ATOMIC_CHECK_("atomicMin");                                                               \
-    return ::sim::detail::atomic_update(a, [v](T o) { return v < o ? v : o; });                   \
+    return ::sim::detail::after_atomic(::sim::detail::atomic_update(a, [v](T o) { return v < o ? v : o; }));                   \
   }                                                                                               \
   SIM_ATOMIC_FN T atomicMax(T* a, T v SIM_ATOMIC_SITE_) {                                                \
     SIM_ATOMIC_CHECK_("atomicMax");                                                               \
-    return ::sim::detail::atomic_update(a, [v](T o) { return v > o ? v : o; });                   \
+    return ::sim::detail::after_atomic(::sim::detail::atomic_update(a, [v](T o) { return v > o ? v : o; }));                   \
   }                                                                                               \
   SIM_ATOMIC_FN T atomicAnd(T* a, T v SIM_ATOMIC_SITE_) {                                                \
     SIM_ATOMIC_CHECK_("atomicAnd");                                                               \
-    return __atomic_fetch_and(a, v, __ATOMIC_SEQ_CST);                                            \
+    return ::sim::detail::after_atomic(__atomic_fetch_and(a, v, __ATOMIC_SEQ_CST));                                            \
   }                                                                                               \
   SIM_ATOMIC_FN T atomicOr(T* a, T v SIM_ATOMIC_SITE_) {                                                 \
     SIM_ATOMIC_CHECK_("atomicOr");                                                                \
-    return __atomic_fetch_or(a, v, __ATOMIC_SEQ_CST);                                             \
+    return ::sim::detail::after_atomic(__atomic_fetch_or(a, v, __ATOMIC_SEQ_CST));                                             \
   }                                                                                               \
   SIM_ATOMIC_FN T atomicXor(T* a, T v SIM_ATOMIC_SITE_) {                                                \
     SIM_ATOMIC_CHECK_("atomicXor");                                                               \
-    return __atomic_fetch_xor(a, v, __ATOMIC_SEQ_CST);                                            \
+    return ::sim::detail::after_atomic(__atomic_fetch_xor(a, v, __ATOMIC_SEQ_CST));                                            \
   }
 SIM_ATOMIC_INT_OPS(int)
 SIM_ATOMIC_INT_OPS(unsigned int)
@@ -284,20 +294,20 @@ SIM_ATOMIC_INT_OPS(long long)
 #undef SIM_ATOMIC_INT_OPS
 SIM_ATOMIC_FN float atomicExch(float* a, float v SIM_ATOMIC_SITE_) {
   SIM_ATOMIC_CHECK_("atomicExch");
-  return ::sim::detail::atomic_exchange(a, v);
+  return ::sim::detail::after_atomic(::sim::detail::atomic_exchange(a, v));
 }
 SIM_ATOMIC_FN unsigned short atomicCAS(unsigned short* a, unsigned short cmp, unsigned short v SIM_ATOMIC_SITE_) {
   SIM_ATOMIC_CHECK_("atomicCAS");
-  return ::sim::detail::atomic_cas(a, cmp, v);
+  return ::sim::detail::after_atomic(::sim::detail::atomic_cas(a, cmp, v));
 }
 SIM_ATOMIC_FN unsigned atomicInc(unsigned* a, unsigned limit SIM_ATOMIC_SITE_) {
   SIM_ATOMIC_CHECK_("atomicInc");
-  return ::sim::detail::atomic_update(a, [limit](unsigned o) { return o >= limit ? 0u : o + 1; });
+  return ::sim::detail::after_atomic(::sim::detail::atomic_update(a, [limit](unsigned o) { return o >= limit ? 0u : o + 1; }));
 }
 SIM_ATOMIC_FN unsigned atomicDec(unsigned* a, unsigned limit SIM_ATOMIC_SITE_) {
   SIM_ATOMIC_CHECK_("atomicDec");
-  return ::sim::detail::atomic_update(
-      a, [limit](unsigned o) { return (o == 0 || o > limit) ? limit : o - 1; });
+  return ::sim::detail::after_atomic(::sim::detail::atomic_update(
+      a, [limit](unsigned o) { return (o == 0 || o > limit) ? limit : o - 1; }));
 }
 
 // ---- math and bit intrinsics ---------------------------------------------------
