@@ -169,8 +169,12 @@ $(CUDA_DIR)/obj/%.o: %.cu | setup
 # cvt, so one such PTX would stop it for every kernel (tests/gpgpusim/README.md). A GPU newer
 # than CUDA_ARCH then needs a build with its own CUDA_ARCH for variant 5 (and tc_peak).
 CUDA_SASS_ONLY := $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a))
+# The same for the cooperative grid barrier (the persistent step and the emulator's grid-barrier
+# tests): cooperative_groups' grid.sync() compiles to PTX (atom.add.release.gpu) that GPGPU-Sim
+# cannot parse.
 $(CUDA_DIR)/obj/kernels/gemm/5_tf32x3.o $(CUDA_DIR)/obj/tests/kernels/test_gemm_tf32x3.o \
-$(CUDA_DIR)/obj/tests/sim/test_sim_wmma.o $(CUDA_DIR)/obj/bench/tc_peak.o: \
+$(CUDA_DIR)/obj/tests/sim/test_sim_wmma.o $(CUDA_DIR)/obj/bench/tc_peak.o \
+$(CUDA_DIR)/obj/kernels/ops/persistent_step.o $(CUDA_DIR)/obj/tests/sim/test_sim_coop.o: \
   NVCCFLAGS := $(filter-out $(CUDA_GENCODE),$(NVCCFLAGS)) $(CUDA_SASS_ONLY)
 
 # Hopper's warpgroup MMA (variant 5's wgmma kernel and its test) exists only in sm_90a code,
