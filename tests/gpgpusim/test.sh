@@ -76,7 +76,8 @@ tf32_only=gemm_tf32x3_kernel
 # Its sm_90 kernel is wgmma, sm_90a machine code only (and for compute capability 9.0 alone).
 wgmma_only=gemm_tf32x3_wgmma_kernel
 # The persistent step needs a cooperative launch (its grid barrier), which GPGPU-Sim does not have
-# (our patch answers cudaLaunchCooperativeKernel with "not supported"); the emulator runs it.
+# (our patch answers cudaLaunchCooperativeKernel with "not supported"; the kernel is built as SASS
+# only, its grid barrier's PTX does not parse here); the emulator runs it.
 coop_only=persistent_step_kernel
 defined=$(grep -h -A1 '__global__' "$here"/../../kernels/*/*.cu | grep -o '[a-z_0-9]*_kernel' | sort -u)
 executed=$(sed -n 's/^GPGPU-Sim: Performing Functional Simulation, executing kernel \(.*\)\.\.\.$/\1/p' \
