@@ -88,7 +88,15 @@ Worker::Worker()
 
 Worker::~Worker() {
   if (tl_worker == this) tl_worker = nullptr;
-  for (int i = 0; i < nfibers; ++i) munmap(fibers[i].map, fibers[i].map_size);
+  for (int i = 0; i < nfibers; ++i) {
+#if SIM_ASAN
+    // A fiber's frames leave AddressSanitizer's stack poison in the shadow of its stack; a later
+    // mapping at the same addresses (a cooperative launch's blocks start and end workers) would
+    // inherit it and be reported as a stack-buffer-underflow.
+    __asan_unpoison_memory_region(fibers[i].map, fibers[i].map_size);
+#endif
+    munmap(fibers[i].map, fibers[i].map_size);
+  }
 }
 
 void Worker::reset_fiber(int i) {
