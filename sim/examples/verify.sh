@@ -17,13 +17,19 @@ expect_fault() {  # name, expected text, command...
   if [ $rc -ne 0 ] && grep -q -- "$text" <<<"$log"; then ok "$name"; else bad "$name (rc=$rc)"; echo "$log" | head -5; fi
 }
 
-"$simcc" -O2 -Wall -Wextra "$here/saxpy.cu" -o "$out/saxpy" || bad "build saxpy"
-"$simcc" -O2 "$here/bench_tiled.cu" -o "$out/bench_tiled" || bad "build bench_tiled"
-"$simcc" -O2 -Wall -Wextra "$here/checks.cu" -o "$out/checks" || bad "build checks"
-"$simcc" -g -O1 "$here/faults.cu" -o "$out/faults" || bad "build faults"
-"$simcc" -g -O1 -fsanitize=address,undefined "$here/faults.cu" -o "$out/faults_asan" || bad "build faults (asan)"
-"$simcc" -g -O1 -fsanitize=address,undefined "$here/checks.cu" -o "$out/checks_asan" || bad "build checks (asan)"
-
+# The builds are independent: side by side, then each checked.
+declare -A build_pid=()
+build() { "$simcc" "${@:2}" & build_pid[$1]=$!; }
+build saxpy -O2 -Wall -Wextra "$here/saxpy.cu" -o "$out/saxpy"
+build bench_tiled -O2 "$here/bench_tiled.cu" -o "$out/bench_tiled"
+build checks -O2 -Wall -Wextra "$here/checks.cu" -o "$out/checks"
+build faults -g -O1 "$here/faults.cu" -o "$out/faults"
+build "faults (asan)" -g -O1 -fsanitize=address,undefined "$here/faults.cu" -o "$out/faults_asan"
+build "checks (asan)" -g -O1 -fsanitize=address,undefined "$here/checks.cu" -o "$out/checks_asan"
+build query_poll -O1 "$here/query_poll.cu" -o "$out/query_poll"
+for name in saxpy bench_tiled checks faults "faults (asan)" "checks (asan)" query_poll; do
+  wait "${build_pid[$name]}" || bad "build $name"
+done
 for order in forward reverse random; do
   for w in 1 2; do
     SIM_ORDER=$order SIM_WORKERS=$w "$out/saxpy" >/dev/null && ok "saxpy order=$order workers=$w" || bad "saxpy order=$order workers=$w"
@@ -41,11 +47,14 @@ expect_fault "static shared over 48 KiB reported" "static __shared__ memory" "$o
 # Device memory is mmap'd with poisoned red zones: ASan reports the write itself (use-after-poison).
 expect_fault "ASan sees an out-of-bounds kernel write" "ERROR: AddressSanitizer: use-after-poison" "$out/faults_asan" oob
 if command -v nvcc >/dev/null; then
+  declare -A nvcc_pid=()
   for f in saxpy bench_tiled checks faults; do
-    nvcc -arch=sm_90 -c "$here/$f.cu" -o "$out/$f.nvcc.o" 2>/dev/null && ok "nvcc -c $f.cu" || bad "nvcc -c $f.cu"
+    nvcc -arch=sm_90 -c "$here/$f.cu" -o "$out/$f.nvcc.o" 2>/dev/null & nvcc_pid[$f]=$!
+  done
+  for f in saxpy bench_tiled checks faults; do
+    wait "${nvcc_pid[$f]}" && ok "nvcc -c $f.cu" || bad "nvcc -c $f.cu"
   done
 fi
-"$simcc" -O1 "$here/query_poll.cu" -o "$out/query_poll" || bad "build query_poll"
 env -u SIM_STREAMS "$out/query_poll" | grep -q "query_poll: ok" && ok "query_poll: a cudaEventQuery loop sees not-ready rounds and ends" || bad "query_poll"
 # One standard program per fault class, each caught in the default mode (bugs/run.sh).
 if bash "$here/bugs/run.sh" "$out/bugs"; then ok "bugs/: every buggy program caught"; else bad "bugs/"; fi

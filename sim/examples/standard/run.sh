@@ -11,13 +11,14 @@ simcc="$here/../../simcc"
 out=${1:-$(mktemp -d)}
 mkdir -p "$out"
 unset_sim=$(env | sed -n 's/^\(SIM_[A-Z_]*\)=.*/-u \1/p')
-passed=0 failed=0
-for src in "$here"/*.cu; do
+# check SRC: builds SRC, runs it in the default mode, compiles it with nvcc when there is one.
+check() {
+  local src=$1 name expect stdout rc
   name=$(basename "$src" .cu)
   expect=$(sed -n '1s|^// expect: ||p' "$src")
-  if [ -z "$expect" ]; then echo "FAIL $name: first line is not '// expect: TEXT'"; failed=$((failed + 1)); continue; fi
+  if [ -z "$expect" ]; then echo "FAIL $name: first line is not '// expect: TEXT'"; return; fi
   if ! "$simcc" -O1 "$src" -o "$out/$name" 2>"$out/$name.build.log"; then
-    echo "FAIL $name: does not build"; head -5 "$out/$name.build.log"; failed=$((failed + 1)); continue
+    echo "FAIL $name: does not build"; head -5 "$out/$name.build.log"; return
   fi
   # (a command substitution, so that bash does not report the abort of a buggy program here)
   # shellcheck disable=SC2086  # $unset_sim is a list of `-u NAME` words
@@ -25,21 +26,23 @@ for src in "$here"/*.cu; do
   printf '%s\n' "$stdout" >"$out/$name.stdout"
   if [ "$expect" = ok ]; then
     if [ $rc -eq 0 ] && ! grep -q '^sim: ' "$out/$name.stderr"; then
-      echo "ok   $name: exit 0, $(tail -1 "$out/$name.stdout")"; passed=$((passed + 1))
+      echo "ok   $name: exit 0, $(tail -1 "$out/$name.stdout")"
     else
       echo "FAIL $name: wanted exit 0 and no 'sim: ' line on stderr, got exit $rc:"
-      head -5 "$out/$name.stderr" "$out/$name.stdout"; failed=$((failed + 1))
+      head -5 "$out/$name.stderr" "$out/$name.stdout"
     fi
   elif [ $rc -ne 0 ] && cat "$out/$name.stdout" "$out/$name.stderr" | grep -qF -- "$expect"; then
-    echo "ok   $name: exit $rc, '$expect'"; passed=$((passed + 1))
+    echo "ok   $name: exit $rc, '$expect'"
   else
     echo "FAIL $name: exit $rc, wanted non-zero and '$expect'; got:"
-    head -5 "$out/$name.stderr" "$out/$name.stdout"; failed=$((failed + 1))
+    head -5 "$out/$name.stderr" "$out/$name.stdout"
   fi
   if command -v nvcc >/dev/null; then
-    if nvcc -arch=sm_90 -c "$src" -o "$out/$name.nvcc.o" 2>"$out/$name.nvcc.log"; then passed=$((passed + 1))
-    else echo "FAIL $name: nvcc -c"; head -3 "$out/$name.nvcc.log"; failed=$((failed + 1)); fi
+    if nvcc -arch=sm_90 -c "$src" -o "$out/$name.nvcc.o" 2>"$out/$name.nvcc.log"; then echo "ok   $name: nvcc -c for sm_90"
+    else echo "FAIL $name: nvcc -c"; head -3 "$out/$name.nvcc.log"; fi
   fi
-done
+}
+. "$here/../each.sh"
+each_file check "$out" "$here"/*.cu
 echo "standard: $passed passed, $failed failed"
 [ $failed -eq 0 ]
