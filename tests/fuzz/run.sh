@@ -66,38 +66,56 @@ TARGETS=("$@")
 [ ${#TARGETS[@]} -gt 0 ] || TARGETS=("${ALL_TARGETS[@]}")
 setup
 
-summary=()
-failed=0
-for t in "${TARGETS[@]}"; do
+# build_and_replay T: builds target T, then runs its saved crashers (each must now run clean: the
+# same files make test replays). Its output goes to $OUT/build-T.log.
+build_and_replay() {
+  local t=$1 srcs bin regs
   srcs=$(sources_of "$t")
   bin=$OUT/fuzz_$t
-  mkdir -p "$OUT" "$OUT/corpus/$t" "$OUT/artifacts/$t"
-  echo "== fuzz: building $bin =="
+  mkdir -p "$OUT/corpus/$t" "$OUT/artifacts/$t"
   # shellcheck disable=SC2086  # word splitting of the source list is intended
-  "$CLANGXX" "${CXXFLAGS[@]}" $srcs -lz -o "$bin"
-
-  # Saved crashers first: each must now run clean (the same files make test replays).
+  "$CLANGXX" "${CXXFLAGS[@]}" $srcs -lz -o "$bin" || { echo "fuzz: $t: the build failed"; return 1; }
   regs=(tests/fuzz/regressions/"$t"/*)
-  if [ -e "${regs[0]}" ]; then
-    echo "== fuzz: $t: replaying ${#regs[@]} regression input(s) =="
-    if ! "$bin" -rss_limit_mb=2048 -malloc_limit_mb=64 "${regs[@]}" >"$OUT/regressions-$t.log" 2>&1; then
-      tail -n 40 "$OUT/regressions-$t.log"
-      echo "fuzz: $t: a regression input fails again (log: $OUT/regressions-$t.log)" >&2
-      failed=1
-      continue
-    fi
+  [ -e "${regs[0]}" ] || return 0
+  echo "fuzz: $t: replaying ${#regs[@]} regression input(s)"
+  if ! "$bin" -rss_limit_mb=2048 -malloc_limit_mb=64 "${regs[@]}" >"$OUT/regressions-$t.log" 2>&1; then
+    tail -n 40 "$OUT/regressions-$t.log"
+    echo "fuzz: $t: a regression input fails again (log: $OUT/regressions-$t.log)"
+    return 1
   fi
+}
 
-  # New inputs go to $OUT/corpus/$t (kept between runs); the committed seeds are only read.
-  # 64 MiB is far above anything a <= 4 KiB input may legitimately allocate (gzip: at most
-  # 1032x its size + 1 MiB), so a header that makes the parser over-allocate is a finding.
-  echo "== fuzz: $t for ${FUZZ_SECONDS}s =="
-  log=$OUT/fuzz-$t.log
-  rc=0
+# New inputs go to $OUT/corpus/T (kept between runs); the committed seeds are only read.
+# 64 MiB is far above anything a <= 4 KiB input may legitimately allocate (gzip: at most
+# 1032x its size + 1 MiB), so a header that makes the parser over-allocate is a finding.
+fuzz_target() {
   # shellcheck disable=SC2086  # FUZZ_ARGS is a list of flags
-  "$bin" -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=2048 -malloc_limit_mb=64 -timeout=10 \
-    -print_final_stats=1 -artifact_prefix="$OUT/artifacts/$t/" ${FUZZ_ARGS:-} \
-    "$OUT/corpus/$t" "tests/fuzz/corpus/$t" >"$log" 2>&1 || rc=$?
+  "$OUT/fuzz_$1" -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=2048 -malloc_limit_mb=64 -timeout=10 \
+    -print_final_stats=1 -artifact_prefix="$OUT/artifacts/$1/" ${FUZZ_ARGS:-} \
+    "$OUT/corpus/$1" "tests/fuzz/corpus/$1" >"$OUT/fuzz-$1.log" 2>&1
+}
+
+# The targets are independent: built, then fuzzed, side by side (each fuzzer is one process, so
+# FUZZ_SECONDS of each take FUZZ_SECONDS of wall time when there are as many cores as targets).
+mkdir -p "$OUT"
+declare -A pid_of=()
+echo "== fuzz: building ${TARGETS[*]} in $OUT =="
+for t in "${TARGETS[@]}"; do build_and_replay "$t" >"$OUT/build-$t.log" 2>&1 & pid_of[$t]=$!; done
+failed=0
+fuzzed=()
+for t in "${TARGETS[@]}"; do
+  if wait "${pid_of[$t]}"; then fuzzed+=("$t"); else failed=1; fi
+  cat "$OUT/build-$t.log"
+done
+[ ${#fuzzed[@]} -gt 0 ] || { echo "fuzz: nothing built" >&2; exit 1; }
+
+echo "== fuzz: ${fuzzed[*]} for ${FUZZ_SECONDS}s each, side by side =="
+for t in "${fuzzed[@]}"; do fuzz_target "$t" & pid_of[$t]=$!; done
+summary=()
+for t in "${fuzzed[@]}"; do
+  rc=0
+  wait "${pid_of[$t]}" || rc=$?
+  log=$OUT/fuzz-$t.log
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -n 1)
   cov=$(grep -o 'cov: [0-9]*' "$log" | tail -n 1 || true)
