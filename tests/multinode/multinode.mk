@@ -1,6 +1,7 @@
 # `make test-multinode`: MPI and Slurm across two simulated nodes on this one machine (root;
 # network + UTS + mount namespaces, tests/multinode/nodes.sh). 4 ranks, 2 per node, through
-# tests/multinode/launch.sh (mpirun with an nsenter agent instead of ssh): the gtest suite,
+# tests/multinode/launch.sh (mpirun with an nsenter agent instead of ssh): the suite's collective
+# tests (tests/comm, tests/train; MULTINODE_GTEST_FILTER= runs them all),
 # every strategy x --device with --verify and --save cmp-identical to one node, the veth byte
 # counters, the per-node device mapping (SIM_DEVICES=4 --report), a node's ranks (and a whole
 # node) SIGKILLed mid-run then --resume'd to a cmp-identical result, a rank on node-b
@@ -10,7 +11,7 @@
 # .ci/setup.sh has that component).
 #   make test-multinode MULTINODE_GTEST_FILTER='Comm*:*Strateg*' MULTINODE_SLURM=0
 MULTINODE_DIR          := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
-MULTINODE_GTEST_FILTER ?=
+MULTINODE_GTEST_FILTER ?= $(RANK_FILTER)
 MULTINODE_SLURM        ?= 1
 MULTINODE_SLURM_FILTER ?= Comm*:Strategies*
 
