@@ -6,6 +6,9 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -21,7 +24,7 @@ namespace {
 // Synthetic, linearly separable images: faint noise everywhere plus a bright band of rows
 // that depends on the label (class c lights rows 2c .. 2c+2). Built on rank 0 only: the
 // trainer must not need the data anywhere else.
-HostSplit synth(std::size_t n, std::uint32_t stream) {
+[[maybe_unused]] HostSplit synth(std::size_t n, std::uint32_t stream) {
   HostSplit s;
   schedule::Rng rng(schedule::derive_seed(1234, schedule::Stream::kTest, stream));
   s.images.resize(n * kInputDim);
@@ -39,7 +42,7 @@ HostSplit synth(std::size_t n, std::uint32_t stream) {
   return s;
 }
 
-HostData make_data(std::size_t n_train, std::size_t n_test) {
+[[maybe_unused]] HostData make_data(std::size_t n_train, std::size_t n_test) {
   HostData d;
   if (comm::rank() == 0) {
     d.train = synth(n_train, 1);
@@ -48,7 +51,30 @@ HostData make_data(std::size_t n_train, std::size_t n_test) {
   return d;
 }
 
-Config small_config(int H, std::size_t B, int epochs) {
+// Uniform random pixels and labels, nothing to learn: for tests of what a training reports, not of
+// what it learns. Rank 0 only; `seed` and `stream` pick the data.
+[[maybe_unused]] HostData noise_data(std::size_t n_train, std::size_t n_test, std::uint64_t seed,
+                                     std::uint32_t stream) {
+  HostData d;
+  if (comm::rank() != 0) return d;
+  schedule::Rng rng(schedule::derive_seed(seed, schedule::Stream::kTest, stream));
+  for (auto* s : {&d.train, &d.test}) {
+    const std::size_t n = s == &d.train ? n_train : n_test;
+    s->images.resize(n * kInputDim);
+    s->labels.resize(n);
+    for (auto& px : s->images) px = std::uint8_t(rng.below(256));
+    for (auto& l : s->labels) l = std::uint8_t(rng.below(kNumClasses));
+  }
+  return d;
+}
+
+// A whole file as a string ("" when it cannot be read).
+[[maybe_unused]] std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+[[maybe_unused]] Config small_config(int H, std::size_t B, int epochs) {
   Config c;
   c.hidden = H;
   c.batch = B;
@@ -85,7 +111,7 @@ void expect_verified(const TrainResult& r) {
 }
 
 // Every rank ends with bit-identical parameters (same reduced gradient, same update).
-void expect_ranks_agree(const Checkpoint& ck) {
+[[maybe_unused]] void expect_ranks_agree(const Checkpoint& ck) {
   std::vector<double> mine = ck.W1;
   mine.insert(mine.end(), ck.b1.begin(), ck.b1.end());
   mine.insert(mine.end(), ck.W2.begin(), ck.W2.end());

@@ -26,6 +26,7 @@
 #include "train/devices.h"
 #include "train/report.h"
 #include "train/trainer.h"
+#include "synthetic.h"
 #ifdef SIM_EMULATOR
 #include "sim/sim_api.h"
 #endif
@@ -237,25 +238,6 @@ TEST(Devices, SelectDeviceUsesTheNodeLocalRank) {
   }
 }
 
-HostData random_data(std::size_t n_train, std::size_t n_test) {
-  HostData d;
-  if (comm::rank() != 0) return d;
-  schedule::Rng rng(schedule::derive_seed(5, schedule::Stream::kTest, 22));
-  for (auto* s : {&d.train, &d.test}) {
-    const std::size_t n = s == &d.train ? n_train : n_test;
-    s->images.resize(n * kInputDim);
-    s->labels.resize(n);
-    for (auto& px : s->images) px = std::uint8_t(rng.below(256));
-    for (auto& l : s->labels) l = std::uint8_t(rng.below(kNumClasses));
-  }
-  return d;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  return std::string(std::istreambuf_iterator<char>(f), {});
-}
-
 // Rank 0's header and report of a tiny training, checked against this job (rank 0).
 bool check_run(const std::string& header, const std::string& report, int k, bool cpu,
                const std::vector<std::string>& hosts) {
@@ -296,7 +278,7 @@ TEST(Devices, HeaderAndReportOfATrainingListEveryRank) {
     c.report = dir + "/r" + std::to_string(k) + ".json";
     const std::string head_path = dir + "/h" + std::to_string(k) + ".txt";
     std::FILE* out = comm::rank() == 0 ? std::fopen(head_path.c_str(), "w") : nullptr;
-    (void)train_on<nn_real>(c, random_data(40, 8), out);
+    (void)train_on<nn_real>(c, noise_data(40, 8, 5, 22), out);
     if (out) std::fclose(out);
     bool ok = true;
     // Every rank's own host name, gathered independently of the trainer (rank order on rank 0).

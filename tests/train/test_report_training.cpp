@@ -23,26 +23,12 @@
 #include "common/nn_real.h"
 #include "train/report.h"
 #include "train/trainer.h"
+#include "synthetic.h"
 
 namespace nn::train {
 namespace {
 
 using nlohmann::json;
-
-// Random images and labels, on rank 0 only: the report does not care what is learnt.
-HostData random_data(std::size_t n_train, std::size_t n_test) {
-  HostData d;
-  if (comm::rank() != 0) return d;
-  schedule::Rng rng(schedule::derive_seed(77, schedule::Stream::kTest, 9));
-  for (auto* s : {&d.train, &d.test}) {
-    const std::size_t n = s == &d.train ? n_train : n_test;
-    s->images.resize(n * kInputDim);
-    s->labels.resize(n);
-    for (auto& px : s->images) px = std::uint8_t(rng.below(256));
-    for (auto& l : s->labels) l = std::uint8_t(rng.below(kNumClasses));
-  }
-  return d;
-}
 
 Config report_config(const std::string& report) {
   Config c;
@@ -53,11 +39,6 @@ Config report_config(const std::string& report) {
   c.seed = 3;
   c.report = report;
   return c;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  return std::string(std::istreambuf_iterator<char>(f), {});
 }
 
 // Rank 0's temporary directory, known to every rank (only rank 0 writes the report).
@@ -187,7 +168,7 @@ TEST(Report, TrainingWritesACompleteConsistentReport) {
   const SharedDir dir;
   ASSERT_FALSE(dir.dir.empty());
   const Config c = report_config(dir.path("report.json"));
-  const TrainResult res = train_on<nn_real>(c, random_data(60, 10), nullptr);
+  const TrainResult res = train_on<nn_real>(c, noise_data(60, 10, 77, 9), nullptr);
   bool ok = true;
   if (comm::rank() == 0) ok = check_report(slurp(c.report), c, res);
   EXPECT_TRUE(comm::all_ok(ok));
@@ -201,7 +182,7 @@ TEST(Report, ProfileRunsAndPrintsItsPhases) {
   c.epochs = 1;
   const std::string log = dir.path("log.txt");
   std::FILE* out = comm::rank() == 0 ? std::fopen(log.c_str(), "w") : nullptr;
-  const TrainResult res = train_on<nn_real>(c, random_data(60, 10), out);
+  const TrainResult res = train_on<nn_real>(c, noise_data(60, 10, 77, 9), out);
   if (out) std::fclose(out);
   bool ok = true;
   if (comm::rank() == 0) {
@@ -220,7 +201,7 @@ TEST(Report, ProfileRunsAndPrintsItsPhases) {
   const std::string json_before = comm::rank() == 0 ? slurp(dir.path("profile.json")) : "";
   if (comm::rank() == 0) std::remove(dir.path("profile.json").c_str());
   std::FILE* out2 = comm::rank() == 0 ? std::fopen(log2.c_str(), "w") : nullptr;
-  EXPECT_NO_THROW(train_on<nn_real>(c, random_data(60, 10), out2));
+  EXPECT_NO_THROW(train_on<nn_real>(c, noise_data(60, 10, 77, 9), out2));
   if (out2) std::fclose(out2);
   ok = true;
   if (comm::rank() == 0) {
@@ -252,7 +233,7 @@ TEST(Report, KernelsPerStepCountsTheFusedAndTheSeparateStep) {
       c.fused = f;
       c.fused_gather = g;
       c.epochs = 1;
-      train_on<nn_real>(c, random_data(60, 10), nullptr);
+      train_on<nn_real>(c, noise_data(60, 10, 77, 9), nullptr);
       if (comm::rank() == 0) {
         const json r = json::parse(slurp(c.report));
         EXPECT_EQ(r["fused"], f == Fused::Auto);
@@ -274,7 +255,7 @@ TEST(Report, UnwritableReportPathIsAUserErrorBeforeTraining) {
     std::FILE* out = comm::rank() == 0 ? std::fopen(log.c_str(), "w") : nullptr;
     std::string message;
     try {
-      train_on<nn_real>(c, random_data(60, 10), out);
+      train_on<nn_real>(c, noise_data(60, 10, 77, 9), out);
     } catch (const UserError& e) {
       message = e.what();
     }

@@ -324,11 +324,6 @@ void write_idx(const std::string& path, std::uint32_t magic, std::size_t count, 
   f.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
 }
 
-std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  return std::string(std::istreambuf_iterator<char>(f), {});
-}
-
 TEST(Train, RunTrainingFromIdxFiles) {
   const std::string dir = shared_temp_dir();
   ASSERT_FALSE(dir.empty());
