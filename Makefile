@@ -58,7 +58,9 @@ OPENBLAS_SO  := $(firstword $(wildcard /usr/lib/$(shell $(CXX) -print-multiarch 
 
 DEFS     := -DOMPI_SKIP_MPICXX=1 -DMPICH_SKIP_MPICXX=1 $(if $(filter 1,$(USE_DOUBLE)),-DUSE_DOUBLE) $(if $(filter 1,$(DEBUG)),-DNN_DEBUG) \
             $(if $(NVTX_DIR),-DNN_HAVE_NVTX) $(if $(filter 1,$(DNNL)),-DNN_HAVE_DNNL)
-OPT      := $(if $(filter 1,$(DEBUG)),-O0 -g,-O2 -g)
+# SANITIZE=1 compiles at -O1, as the sanitizers advise: under ASan + UBSan -O2 takes about twice as
+# long to compile, for tests that run in a minute either way.
+OPT      := $(if $(filter 1,$(DEBUG)),-O0 -g,$(if $(filter 1,$(SANITIZE)),-O1 -g,-O2 -g))
 comma    := ,
 empty    :=
 space    := $(empty) $(empty)
@@ -201,9 +203,11 @@ $(CUDA_TESTS): $(CUDA_TEST_OBJ) $(CUDA_LIB)
 	$(call step,LINK,cuda,$(notdir $@))$(MPICXX) $^ -lgtest $(CUDA_LDLIBS) -o $@
 
 # ---- top-level targets -----------------------------------------------------------------
-.PHONY: all cpu cuda test test-sanitize test-build test-cpu test-gpu-grid test-cuda sanitize-gpu test-sim-examples test-nvtx run data setup clean help bench
+.PHONY: all cpu cpu-test-bins cuda test test-sanitize test-build test-cpu test-gpu-grid test-cuda sanitize-gpu test-sim-examples test-nvtx run data setup clean help bench
 
-cpu: $(CPU_TRAIN) $(CPU_TESTS) $(CPU_BENCH) $(if $(NVTX_DIR),$(NVTX_RECORDER))
+cpu: cpu-test-bins $(CPU_BENCH)
+# What the test targets run from the emulator build (no bench programs): all make test-sanitize builds.
+cpu-test-bins: $(CPU_TRAIN) $(CPU_TESTS) $(if $(NVTX_DIR),$(NVTX_RECORDER))
 cuda: $(CUDA_TRAIN) $(CUDA_TESTS) $(CUDA_BENCH)
 # The CUDA build is part of `all` whenever nvcc exists, so CI proves it compiles and links.
 all: cpu $(if $(HAVE_NVCC),cuda)
@@ -270,9 +274,9 @@ RANK_FILTER := $(subst $(space),:,$(RANK_SUITES:%=%.*))
 # (sim/examples/verify.sh builds its own ASan variants) and the build checks do not depend on
 # the compiler's flags: make test runs them.
 test-sanitize: setup
-	@$(MAKE) --no-print-directory SANITIZE=1 HAVE_NVCC= NP_LIST='1 2' cpu
+	@$(MAKE) --no-print-directory SANITIZE=1 HAVE_NVCC= NP_LIST='1 2' cpu-test-bins
 	@$(MAKE) --no-print-directory -j1 SANITIZE=1 HAVE_NVCC= NP_LIST='1 2' test-cpu test-gpu-grid test-nvtx test-cli
-test-cpu: cpu
+test-cpu: $(CPU_TESTS)
 	@set -e; first=$(firstword $(NP_LIST)); for np in $(NP_LIST); do \
 	  case $$np in 1) order=forward;; 2) order=reverse;; *) order=random;; esac; \
 	  workers=$$( [ $$np = 1 ] && echo 2 || echo 1 ); \
@@ -285,12 +289,12 @@ test-cpu: cpu
 # The elementwise and reduction kernels (tests/kernels/test_ops*.cpp) once more, with the CUDA
 # build's grid sizes (up to 2048 blocks instead of the emulator's 8; nn::use_gpu_grids), so
 # the many-block paths run as on a GPU; OpsGrid checks that they really launch that many.
-test-gpu-grid: cpu
+test-gpu-grid: $(CPU_TESTS)
 	@echo "== $(CPU_TESTS) --gtest_filter='Ops*' (emulator) with the CUDA build's grid sizes, NN_TEST_GPU_GRIDS=1 =="
 	@$(MPI_ENV) NN_TEST_GPU_GRIDS=1 $(if $(filter 1,$(SANITIZE)),$(SAN_ENV)1) \
 	  $(MPIRUN) $(MPIRUN_FLAGS) -np 1 $(CPU_TESTS) --gtest_filter='Ops*'
 # NVTX ranges at 2 ranks on the emulator build: present, nested as intended, balanced.
-test-nvtx: cpu
+test-nvtx: $(CPU_TRAIN) $(if $(NVTX_DIR),$(NVTX_RECORDER))
 ifneq ($(NVTX_DIR),)
 	@set -e; for step in separate fused; do \
 	  echo "== tests/nvtx/check_nvtx.sh: NVTX ranges recorded by an injection library, 2 ranks, the $$step step =="; \

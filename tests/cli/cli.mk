@@ -24,7 +24,7 @@ CLI_TEST_DIR := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
 CLI_DATA ?= data/current
 
 .PHONY: test-cli
-test-cli: cpu data
+test-cli: $(CPU_TRAIN) data
 	@echo "== $(CLI_TEST_DIR)/bad_input.sh, kill_rank.sh, hung_rank.sh, device_map.sh, resume_signal.sh, cores.sh: nn_train on bad input (1 and 3 ranks), a rank killed or stalled mid-training, stopped by SIGUSR1 and resumed; threads on cores =="
 	@out=$$(mktemp); passed=0; failed=0; \
 	for script in bad_input kill_rank hung_rank device_map resume_signal cores; do \
