@@ -66,6 +66,17 @@ EOF
 
 export GPGPUSIM_DIR=$dir GPGPUSIM_LOG=$dir/sim.log
 export CUDA_INSTALL_PATH=$GPGPUSIM_HOME/cuda
+# GPGPU-Sim runs $CUDA_INSTALL_PATH/bin/ptxas on every PTX of the program at its start; with
+# GPGPUSIM_PTXAS_CACHE set (test.sh sets it), through ptxas_cached.sh, which replays the reports
+# of PTX it has seen.
+if [ -n "${GPGPUSIM_PTXAS_CACHE:-}" ]; then
+  mkdir -p "$dir/cuda/bin"
+  ln -sfn "$GPGPUSIM_HOME/cuda/include" "$dir/cuda/include"
+  for tool in "$GPGPUSIM_HOME"/cuda/bin/*; do ln -sfn "$tool" "$dir/cuda/bin/"; done
+  ln -sfn "$(cd "$(dirname "$0")" && pwd)/ptxas_cached.sh" "$dir/cuda/bin/ptxas"
+  PTXAS_REAL=$(readlink -f "$GPGPUSIM_HOME/cuda/bin/ptxas")
+  export PTXAS_REAL CUDA_INSTALL_PATH=$dir/cuda
+fi
 export LD_LIBRARY_PATH=$GPGPUSIM_HOME/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 # What GPGPU-Sim's setup_environment sets for CUDA >= 6: PTX taken per file from cuobjdump.
 export PTX_SIM_USE_PTX_FILE=1.ptx PTX_SIM_KERNELFILE=_1.ptx CUOBJDUMP_SIM_FILE=jj
