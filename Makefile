@@ -436,7 +436,8 @@ clean:
 
 help:
 	@echo "make [all]   build the emulator (CPU) build, and the CUDA build if nvcc exists"
-	@echo "make test    run the gtest suite at 1-4 MPI ranks (emulator; also CUDA on a GPU)"
+	@echo "make test    the gtest suite at 1 MPI rank, its collective tests at 2-4; NVTX, CLI, emulator and build checks (emulator; also CUDA on a GPU)"
+	@echo "make test-sanitize  the suite (1-2 ranks), NVTX and CLI checks under ASan + UBSan (emulator build, -O1)"
 	@echo "make test-gpu-grid  the Ops kernel tests on the emulator with the CUDA build's grid sizes (part of make test)"
 	@echo "make run     get data and train (RUN_ARGS='--epochs 3 ...')"
 	@echo "make data    download MNIST, or fall back to Debian's Fashion-MNIST offline"
