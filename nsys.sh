@@ -105,9 +105,11 @@ reap_agents() {
     [[ $agents_before == *" $a "* ]] || [ -d "/proc/$n" ] || victims+=("$a")
   done < <(agents)
   [ ${#victims[@]} -gt 0 ] || return 0
-  kill "${victims[@]}" 2>/dev/null
+  # `|| true`: kill fails once the processes are gone (most end at the TERM), and under set -e
+  # that would end this script, with status 1 and no error line.
+  kill "${victims[@]}" 2>/dev/null || true
   sleep 2
-  kill -9 "${victims[@]}" 2>/dev/null  # those that ignored the TERM
+  kill -9 "${victims[@]}" 2>/dev/null || true  # those that ignored the TERM
   for a in "${victims[@]}"; do rm -f "/dev/shm/quadd-agent-instance-$a"; done
   return 0
 }
@@ -123,9 +125,9 @@ kill_nsys() {
     done
   done
   read -r -a victims <<<"$tree"
-  kill "${victims[@]}" 2>/dev/null
+  kill "${victims[@]}" 2>/dev/null || true
   sleep 2
-  kill -9 "${victims[@]}" 2>/dev/null
+  kill -9 "${victims[@]}" 2>/dev/null || true
   for p in "${victims[@]}"; do rm -f "/dev/shm/sem.nsys_sem_$p"; done  # nsys's semaphore per profiled process
   reap_agents
   local f  # the stopped profiles' temporary files (60 MB each), where no process holds them
