@@ -91,7 +91,7 @@ obj = $(addprefix $(1)/obj/,$(addsuffix .o,$(basename $(2))))
 # C++ sources whose whole include tree has no CUDA or emulator header and never tests
 # SIM_EMULATOR, __CUDACC__ or __CUDA_ARCH__: their code is the same in both builds (the same
 # preprocessed text), so they are compiled once, without either build's include paths or
-# defines, and linked into both (about 45 of the 77 .cpp files: a fifth of the CUDA build's
+# defines, and linked into both (44 of the 77 .cpp files: a fifth of the CUDA build's
 # compile time). tests/build/check_host_only.py proves it from the dependency files the
 # compiler writes. A source not listed is compiled in each build, as any .cu is.
 HOST_ONLY_SRCS := $(sort $(wildcard src/io/*.cpp src/schedule/*.cpp src/reference/*.cpp src/model/cpu_*.cpp \
@@ -305,7 +305,7 @@ RANK_FILTER := $(subst $(space),:,$(RANK_SUITES:%=%.*))
 # (sim/examples/verify.sh builds its own ASan variants) and the build checks do not depend on
 # the compiler's flags: make test runs them.
 # sanitize-build is its build alone (.ci/run starts it early, at the lowest priority, beside
-# the other phases).
+# make test and test-slurm).
 sanitize-build: setup
 	@$(MAKE) --no-print-directory SANITIZE=1 HAVE_NVCC= cpu-test-bins
 test-sanitize: sanitize-build
