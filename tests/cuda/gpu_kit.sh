@@ -20,13 +20,13 @@ cd "$(dirname "$0")/../.."
 CUDA_DIR=${1:-build/cuda}
 KIT=${2:-.gpukit}
 die() { echo "gpu_kit: error: $*" >&2; exit 1; }
-for b in nn_tests nn_train gemm_bench; do [ -x "$CUDA_DIR/bin/$b" ] || die "$CUDA_DIR/bin/$b not built (make cuda)"; done
+for b in nn_tests nn_train gemm_bench exchange_parts; do [ -x "$CUDA_DIR/bin/$b" ] || die "$CUDA_DIR/bin/$b not built (make cuda)"; done
 [ -d data/current ] || die "data/current missing (make data)"
 
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib" "$stage/ompi" "$stage/data"
-for b in nn_tests nn_train gemm_bench; do strip --strip-debug -o "$stage/bin/$b" "$CUDA_DIR/bin/$b"; done
+for b in nn_tests nn_train gemm_bench exchange_parts; do strip --strip-debug -o "$stage/bin/$b" "$CUDA_DIR/bin/$b"; done
 # The tensor-core and FP32 limits (bench/tc_peak.cu), where built.
 [ -x "$CUDA_DIR/bin/tc_peak" ] && strip --strip-debug -o "$stage/bin/tc_peak" "$CUDA_DIR/bin/tc_peak"
 

@@ -124,6 +124,8 @@ summarise() {
     persist_*) { grep -iE 'test (precision|accuracy)|verif|max.*diff|^step:' "$f" | tail -3 | tr '\n' ' ' | cut -c1-200; } ;;
     latency_probe) { grep -E 'us/' "$f" | awk '{print $NF, $(NF-1)}' | tr '\n' ' ' | cut -c1-200; } ;;
     lat_*) { grep -iE 'test (precision|accuracy)|s/epoch|epoch [0-9]+' "$f" | tail -2 | tr '\n' ' ' | cut -c1-200; } ;;
+    exch_*) { grep -E '^(d2h|h2d|allreduce|reduce) ' "$f" | awk '{printf "%s %s %sus; ", $1, $5, $6}' | cut -c1-200; } ;;
+    scal_*) { grep -iE 'test precision|s/epoch|epoch [0-9]+' "$f" | tail -2 | tr '\n' ' ' | cut -c1-200; } ;;
     ncu_*) { grep -c '"gpu__time_duration.sum"' "$f" | sed 's/^/kernel rows: /'; } ;;
     *) tail -1 "$f" | cut -c1-160 ;;
   esac
@@ -149,6 +151,8 @@ step persist_verify_128_50 60 "${ONE[@]}" "$BIN/nn_train" --data data/current --
   --reg 1e-4 --persistent on --epochs 1 --verify
 step persist_train_256_100 30 "${ONE[@]}" "$BIN/nn_train" "${TRAIN[@]}" --persistent on --epochs 4 \
   --metrics "$LOGS/persist_train_256_100.csv"
+step persist_train_512_800 30 "${ONE[@]}" "$BIN/nn_train" --data data/current --hidden 512 --batch 800 --lr 0.5 \
+  --reg 1e-4 --persistent on --epochs 4 --metrics "$LOGS/persist_train_512_800.csv"
 NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 if [ -n "$NCU" ]; then
   step ncu_persist_256_100 60 "${ONE[@]}" "$NCU" --clock-control none --csv --kernel-name regex:persistent \
@@ -161,6 +165,36 @@ if [ -n "$CS" ]; then
       "$BIN/nn_tests" --gtest_filter='PersistentStep*:SimCoop*'
   done
 fi
+# 0x. The gradient exchange's parts, the scaling model's inputs (bench/exchange_parts.cu,
+#     docs/scaling.md): pinned D2H and H2D at the gradient sizes of H = 256 and 1024 (814,120 and
+#     3,256,360 bytes) with 1, 2 and 4 ranks copying at once (sharing the one GPU), the host's
+#     reduction rate, the host all-reduce at 2-16 ranks, one core each, for Open MPI's default
+#     (0), recursive doubling (3), ring (4) and Rabenseifner (6); then the trainer at 1-16 CPU
+#     ranks (--device cpu, one core each: strong scaling at a fixed global batch) and at 1, 2 and
+#     4 ranks sharing the GPU, each with --report (its phases: compute, copies, exchange).
+XB=(--bytes 814120,3256360 --csv "$LOGS/exchange_parts.csv")
+step exch_copies_np1 30 "${ONE[@]}" "$BIN/exchange_parts" "${XB[@]}" --parts copies,reduce
+for np in 2 4; do
+  step "exch_copies_np$np" 30 "${KITENV[@]}" OMP_NUM_THREADS=1 "$MPIRUN" -np "$np" "$BIN/exchange_parts" "${XB[@]}" \
+    --parts copies
+done
+for np in 2 4 8 16; do
+  for algo in 0 3 4 6; do
+    step "exch_allreduce_np${np}_a$algo" 30 "${KITENV[@]}" OMP_NUM_THREADS=1 OMPI_MCA_coll_tuned_use_dynamic_rules=1 \
+      OMPI_MCA_coll_tuned_allreduce_algorithm="$algo" "$MPIRUN" -np "$np" "$BIN/exchange_parts" "${XB[@]}" --parts allreduce
+  done
+done
+for hb in 256:100 1024:1000; do
+  SC=(--data data/current --hidden "${hb%:*}" --batch "${hb#*:}" --lr 0.5 --reg 1e-4 --epochs 2)
+  for np in 1 2 4 8 16; do
+    step "scal_cpu_${hb/:/_}_np$np" 60 "${KITENV[@]}" OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 "$MPIRUN" -np "$np" \
+      "$BIN/nn_train" "${SC[@]}" --device cpu --train-size 20000 --report "$LOGS/scal_cpu_${hb/:/_}_np$np.json"
+  done
+  for np in 1 2 4; do
+    step "scal_gpu_${hb/:/_}_np$np" 60 "${KITENV[@]}" OMP_NUM_THREADS=1 "$MPIRUN" -np "$np" "$BIN/nn_train" "${SC[@]}" \
+      --epochs 4 --report "$LOGS/scal_gpu_${hb/:/_}_np$np.json"
+  done
+done
 # 0l. The step's latency: what a kernel node of a replayed graph, a programmatic-dependent-launch
 #     edge and a grid barrier cost on this GPU (bench/gpu/launch_latency.cu), and each kernel's time in
 #     3 fused steps at 256:100 (launched one by one: --no-graph), with the epoch time beside it.
