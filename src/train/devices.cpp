@@ -36,7 +36,7 @@ std::string select_device(RankDevice& me) {
   return "";
 }
 
-RankDevice cpu_rank(const std::string& cpu_name, const CpuThreads& threads) {
+RankDevice cpu_rank(const std::string& cpu_name, const model::CpuThreads& threads) {
   RankDevice me;
   me.rank = comm::rank();
   me.host = comm::processor_name();

@@ -39,7 +39,7 @@ int device_for(int local_rank, int count);
 std::string select_device(RankDevice& me);
 
 // This rank as a --device cpu rank (rank, host, local rank; device -1). Collective.
-RankDevice cpu_rank(const std::string& cpu_name, const CpuThreads& threads);
+RankDevice cpu_rank(const std::string& cpu_name, const model::CpuThreads& threads);
 
 // A rank's entry of the report's "rank_devices": {"rank", "host", "local_rank", "device",
 // "device_count", "device_name"}, and for a --device cpu rank "device": null, "device_count": 0,

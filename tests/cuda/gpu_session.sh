@@ -331,10 +331,6 @@ for hb in 256:100 512:800 1024:1000 1024:3000; do
     --metrics "$LOGS/peer_ours_fused_$s.csv"
   peer_step "peer_ours_unfused_$s" 20 "${ONE[@]}" "$BIN/nn_train" "${PEER[@]}" --fused off \
     --metrics "$LOGS/peer_ours_unfused_$s.csv"
-  peer_step "peer_ours_gather_gemm_$s" 20 "${ONE[@]}" "$BIN/nn_train" "${PEER[@]}" --fused-gather gemm \
-    --metrics "$LOGS/peer_ours_gather_gemm_$s.csv"
-  peer_step "peer_ours_gather_copy_$s" 20 "${ONE[@]}" "$BIN/nn_train" "${PEER[@]}" --fused-gather copy \
-    --metrics "$LOGS/peer_ours_gather_copy_$s.csv"
   peer_step "peer_jax_scan_$s" 45 "$PY" bench/peer_jax.py "${PEER[@]}" --device gpu --mode scan
   peer_step "peer_jax_step_$s" 45 "$PY" bench/peer_jax.py "${PEER[@]}" --device gpu --mode step
   peer_step "peer_torch_graph_$s" 45 "$PY" bench/peer_torch.py "${PEER[@]}" --device cuda --cuda-graph

@@ -63,7 +63,8 @@ TEST(GemmApi, RegistryAndHelp) {
     const nn::gemm_detail::VariantInfo& row = nn::gemm_detail::kVariants[v];
     EXPECT_EQ(row.number, v);
     EXPECT_STREQ(row.name, nn::gemm_variant_name(v));
-    EXPECT_EQ(row.live, nn::gemm_variant_available(v));
+    EXPECT_TRUE(nn::gemm_variant_available(v));
+    EXPECT_EQ(row.fused, nn::gemm_has_fused_extras(v));
     EXPECT_NE(help.find(std::to_string(v) + " " + row.help), std::string::npos) << help;
     for (int w = 0; w < v; ++w) EXPECT_STRNE(row.name, nn::gemm_variant_name(w));
   }

@@ -1,0 +1,50 @@
+// Setting a run up, on every rank (setup.cpp): the plan (plan.h) shared from rank 0, the device
+// chosen (devices.h), the training shards scattered ONCE (schedule/shards.h), the models built
+// (model/model.h), and the header printed. Internal to src/train.
+#pragma once
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/comm.h"
+#include "schedule/shards.h"
+#include "train/devices.h"
+#include "train/model_parallel.h"
+#include "train/plan.h"
+#include "train/trainer.h"
+
+namespace nn::train {
+
+// Everything a rank trains with, once set up.
+template <class T, class Model>
+struct Setup {
+  RootPlan root_plan;  // sizes and init on every rank; metrics open on rank 0 only
+  ShardPlan plan;
+  std::vector<T> init;                 // static_cast of root_plan.init, as the reference converts
+  std::vector<RankDevice> rank_devices;  // rank 0: every rank's node and device, in rank order
+  std::string device_name;             // this rank's cudaDeviceProp::name (or CPU name), for --report
+  bool graphs = false;                 // --graph resolved (graphs_in_use): the model replays CUDA Graphs
+  bool persistent = false;             // --persistent resolved: runs of steps in one launch each
+  int threads = 0;                     // --device cpu: this rank's BLAS threads
+  int max_part = 0;                    // this rank's largest batch part
+  // --device cpu, data parallel, every rank on one node: the memory the model's parameters and
+  // every rank's X and dZ1 live in (CpuModel::use_node_shared); null otherwise.
+  std::unique_ptr<comm::NodeShared> node_memory;
+  std::unique_ptr<Model> model;
+  typename Model::Images val, test;  // rank 0 only
+  // --strategy model: this rank's hidden units; rank 0 evaluates with the whole network,
+  // put together from every rank's slice (full_params, epoch.cpp).
+  HiddenSlice slice;
+  std::unique_ptr<Model> eval_model;
+};
+
+// Collective: every rank calls it with the same cfg.
+template <class T, class Model>
+Setup<T, Model> setup(const Config& cfg, const HostData& data);
+
+// Rank 0's header: the build, the data, the configuration, the ranks and their devices.
+template <class T, class Model>
+void print_header(std::FILE* out, const Config& cfg, const HostData& data, const Setup<T, Model>& s);
+
+}  // namespace nn::train
