@@ -10,10 +10,10 @@
 // mma.sync m16n8k8 TF32 with its documented fragments (gemm/mma_tf32.h), loaded from shared
 // memory with plain loads and rounded with cvt.rn.tf32 (one instruction on sm_90), and the
 // epilogue (bias, sigmoid, the fused step's SGD update) works on the fragments in registers.
-// WMMA's m16n16k8 TF32 fragments are slower (0.60x cuBLAS at 4096^3 on an H200,
-// bench/results/h200-2026-11-27/): nvcc makes each fragment load a generic 64-bit load with
-// its own address arithmetic and each TF32 rounding four integer instructions, so only 1
-// instruction in 9 is an MMA and the tensor pipe is 38% busy.
+// WMMA's m16n16k8 TF32 fragments are slower: nvcc makes each fragment load a generic 64-bit
+// load with its own address arithmetic and each TF32 rounding four integer instructions, so
+// only 1 instruction in 9 is an MMA and the tensor pipe is 38% busy (kernels/gemm/README.md,
+// "Why mma.sync, not WMMA").
 //
 // Every output element sums the same k-tiles in increasing k order in every tile
 // configuration (BK is 16 in each), so the configuration never changes a bit of the result;
@@ -53,11 +53,10 @@ template <> struct TcCfg<0> : TcShape<128, 128, 16, 64, 32> {};  // 8 warps: big
 template <> struct TcCfg<1> : TcShape<64, 64, 16, 32, 32> {};    // 4 warps
 template <> struct TcCfg<2> : TcShape<32, 32, 16, 16, 16> {};    // 4 warps: small problems
 template <> struct TcCfg<3> : TcShape<128, 64, 16, 64, 32> {};   // 4 warps, config 0's warp tile
-// BK may also be 32 (the partial sums are still added every 16 k: the same bits). On an H200
-// (bench/results/h200-2026-11-27b/) 128x128 and 64x64 with BK = 32 were slower at 4096^3
-// (0.94x and 0.86x cuBLAS, against 1.03x and 1.00x with BK = 16) and at the big trainer
-// shapes, within 4% elsewhere:
-// the 32 staging registers cost 128x128 spills and 64x64 a block an SM.
+// BK may also be 32 (the partial sums are still added every 16 k: the same bits), but on an
+// H200 128x128 and 64x64 with BK = 32 are slower than with BK = 16 at 4096^3 and at the big
+// trainer shapes, and within 4% elsewhere: the 32 staging registers cost 128x128 spills and
+// 64x64 a block an SM.
 constexpr int kTcConfigs = tf32x3::kConfigs;
 template <int ID>
 constexpr bool kTileAgrees = TcCfg<ID>::BM == tf32x3::kTileM[ID] && TcCfg<ID>::BN == tf32x3::kTileN[ID];

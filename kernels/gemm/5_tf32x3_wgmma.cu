@@ -19,7 +19,7 @@
 //  - Split-K and the epilogues: as 5_tf32x3.cu (5_tf32x3_device.h).
 // gemm(5, ...) runs it only with NN_TF32_WGMMA=1 in the environment (5_tf32x3_plan.cu's
 // plan_tile); gemm_tuning::gemm_tf32_with(kTf32Wgmma, ...) and gemm_bench --tf32 run it where
-// tf32_wgmma_available(). Measured: bench/results/h100-2026-11-28/. Tested by
+// tf32_wgmma_available(). Its speed: kernels/gemm/README.md. Tested by
 // tests/kernels/test_gemm_wgmma.cu.
 #include "gemm/gemm.h"
 

@@ -102,8 +102,8 @@ void gemm_warptile_with_config(int cfg, int splits, const GemmArgs<T>& a, cudaSt
 constexpr int kTf32Configs = 4;
 // One more configuration past those: the 128x128 kernel on Hopper's warpgroup MMA
 // (5_tf32x3_wgmma.cu), only where tf32_wgmma_available() (compute capability 9.0: H100,
-// H200; always in the emulator); not chosen by tf32_plan yet, and its bits differ from the
-// others' (partial sums every 32 k, not 16).
+// H200; always in the emulator). tf32_plan chooses it only when NN_TF32_WGMMA=1 is set (for
+// M, N and K of 64 or more); its bits differ from the others' (partial sums every 32 k, not 16).
 constexpr int kTf32Wgmma = kTf32Configs;
 bool tf32_wgmma_available();
 const char* tf32_config_name(int cfg);  // "128x128", "64x64", "32x32", "128x64", "wgmma128x128"

@@ -11,7 +11,7 @@
 #
 #   bash tests/build/same_saves.sh [OLD_COMMIT [NEW_COMMIT_OR_TREE]]
 #
-# OLD defaults to 4770cf4 (the last commit before the src/ kernels/ sim/ refactor); NEW to the
+# OLD defaults to the last commit before the src/ kernels/ sim/ refactor (old_spec below); NEW to the
 # working tree of the repository holding this script (a directory: that checkout's working
 # tree; anything else: a commit). Commits are exported with `git archive`, working trees
 # copied (tracked + untracked-not-ignored files), all under the scratch directory, so nothing

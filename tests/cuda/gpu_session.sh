@@ -213,8 +213,7 @@ for hb in 256:100 512:800; do
   step "lat_ours_nograph_${hb/:/_}" 30 "${ONE[@]}" "$BIN/nn_train" "${L[@]}" --no-graph --metrics "$LOGS/lat_ours_nograph_${hb/:/_}.csv"
 done
 TF32_TESTS='Tf32*:Wgmma*:SimWmma*:AllVariants/GemmVariant.*/tf32x3:GemmGather.*Tf32*'
-# 0w. Variant 5's wgmma kernel (kernels/gemm/5_tf32x3_wgmma.cu; first run on an H100 on
-#     2026-11-28, bench/results/h100-2026-11-28): its tests (Wgmma.DescriptorAndFragmentAreThePtxLayout
+# 0w. Variant 5's wgmma kernel (kernels/gemm/5_tf32x3_wgmma.cu): its tests (Wgmma.DescriptorAndFragmentAreThePtxLayout
 #     checks the descriptor and fragment layouts alone: if it fails, its message says which
 #     elements are wrong); 4096^3 and the trainer's big shapes against cuBLAS and the mma.sync
 #     kernel (the wgmma rows of gemm_bench --tf32); --gemm 5 with the wgmma kernel in the plan

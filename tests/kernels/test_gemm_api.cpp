@@ -132,8 +132,8 @@ TEST(GemmApi, InvalidArgumentsThrow) {
 
 // gemm_release_workspaces() before a cudaDeviceReset, then every variant works again: the reset
 // frees what variant 0's cuBLAS handle and variant 4's split-K scratch point at, so both must be
-// let go first. On an H200 (bench/results/h200-2026-11-25/) a handle kept across a reset made the
-// next cublasSgemm fail (status 13) and a later kernel fault with an illegal address; the emulator
+// let go first. On an H200 a handle kept across a reset makes the next cublasSgemm fail (status
+// 13) and a later kernel fault with an illegal address (docs/testing.md, "On a GPU"); the emulator
 // refuses such a handle, so without the release this test fails in both builds.
 TEST(GemmApi, EveryVariantWorksAfterReleaseAndDeviceReset) {
   Case c;
