@@ -12,7 +12,7 @@ DIR is a run folder under bench/results/ holding a file `gemm_table.txt` of `key
 Without --run, the folder whose gemm_table.txt names the CSV with the latest date (the CSV's
 `date` column; then the folder name) is used.
 
-The table has one row per live variant of the registry (kernels/gemm/variants.h, in number
+The table has one row per variant of the registry (kernels/gemm/variants.h, in number
 order; a variant missing from the CSV gets "-"), then the extra rows of variant 5 that gemm_bench
 --tf32 writes (its wgmma kernel, plain TF32). Columns: the time, TFLOP/s and x cuBLAS (cuBLAS
 SGEMM's time / the row's, from the CSV's `ratio`) at 4096^3, x cuBLAS at each of the trainer's
@@ -34,7 +34,7 @@ README = "kernels/gemm/README.md"
 RESULTS = "bench/results"
 BEGIN = "<!-- BEGIN gemm table: made by bench/gemm_table.py --write from gemm_bench's CSV; do not edit -->"
 END = "<!-- END gemm table -->"
-VARIANT_RE = re.compile(r"^\s*X\((\d+),\s*([a-z0-9_]+),\s*(live|retired)", re.M)
+VARIANT_RE = re.compile(r"^\s*X\((\d+),\s*([a-z0-9_]+),\s*(fused|plain)", re.M)
 
 # The trainer's five GEMMs at one rank, in the order of a step (gemm_bench's shape names).
 SHAPES = [("forward1/p1", "forward1"), ("forward2/p1", "forward2"), ("dA1/p1", "dA1"),
@@ -49,7 +49,7 @@ LABELS = {"cublas": "cuBLAS SGEMM, the baseline", "warptile": "the default",
 
 def registry(root):
     with open(os.path.join(root, "kernels/gemm/variants.h"), encoding="utf-8") as f:
-        return [(int(n), name) for n, name, state in VARIANT_RE.findall(f.read()) if state == "live"]
+        return [(int(n), name) for n, name, _ in VARIANT_RE.findall(f.read())]
 
 
 def read_meta(path):

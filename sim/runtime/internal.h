@@ -261,7 +261,7 @@ const char* kind_name(int warp_kind);
 // does for synchronous calls (cudaMalloc, cudaDeviceSynchronize, ...). Given the capturing
 // stream itself (cudaStreamSynchronize), any capture mode refuses. legacy_work: the call puts
 // work on the legacy stream (cudaMemcpy, cudaMemset): CUDA 13.0 answers
-// cudaErrorStreamCaptureImplicit for those (seen on an H200, driver 580.159.04, 2026-11-25).
+// cudaErrorStreamCaptureImplicit for those (seen on an H200, driver 580.159.04).
 cudaError_t capture_forbids(cudaStream_t stream = nullptr, bool legacy_work = false);
 // The same check without the lazy mode's draining (cudaEventSynchronize drains only up to
 // its event's record).
