@@ -295,8 +295,8 @@ def share_points(sessions):
 def fit_sigma(par, pts):
     """The copies' slowdown when ranks share one GPU, from the 2-rank runs (the 4-rank runs check it)."""
     num = den = 0.0
-    for h, b, p, t, _ in pts:
-        if p != 2:
+    for h, b, p, t, src in pts:
+        if p != 2 or src != rel(H200) + "/scaling":  # the other runs check it
             continue
         par["share"] = {"sigma": 0.0}
         base = sm.shared_gpu_step(par, h, b, p)
@@ -304,7 +304,7 @@ def fit_sigma(par, pts):
         cop = sm.shared_gpu_step(par, h, b, p) - base
         num += cop * (t - base) / t ** 2
         den += cop * cop / t ** 2
-    return num / den if den else 1.0
+    return max(num / den, 1.0) if den else 1.0  # a shared copy is never faster than one alone
 
 
 def fit_cpu_spread(par, shape=(256, 100)):
