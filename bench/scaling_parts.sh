@@ -7,6 +7,8 @@
 #   lone    nn_train --device cpu, one rank, at each per-rank batch b = ceil(B/p) of every shape
 #           and p in NP_RUNS: the per-rank compute the model adds to the exchange
 #   lone_mp the same at hidden ceil(H/p) and the whole batch: a model-parallel rank's compute
+#   corun   p such one-rank runs at b, started together: a rank's compute while p ranks share
+#           the host's cores, caches and memory (CPU ranks slow each other; GPU ranks do not)
 #   runs    nn_train --device cpu at each p > 1 of NP_RUNS for each entry of RUNS (strategy:node-shared;
 #           allreduce:auto is the default, allreduce:off all-reduces the whole gradient): the
 #           runs the model is checked against
@@ -21,7 +23,7 @@
 #   NP_RUNS="1 2", NP_PARTS="2", RUNS="allreduce:auto allreduce:off ps:off model:off",
 #   ALGOS="0 3 4 6", ROUNDS=3, EPOCHS=2, REPEATS=100, SIZES=8,4096,65536,262144,814120,1628240,3256360,
 #   MIN_STEPS=150 (the training subset is the smallest that gives each epoch this many steps),
-#   MPIRUN=slurm/mpirun.sh, STAGES="parts lone runs".
+#   MPIRUN=slurm/mpirun.sh, STAGES="parts lone corun runs".
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 if [ -z "${BIN:-}" ]; then
@@ -40,7 +42,7 @@ REPEATS=${REPEATS:-100}
 SIZES=${SIZES:-8,4096,65536,262144,814120,1628240,3256360}
 MIN_STEPS=${MIN_STEPS:-150}
 MPIRUN=${MPIRUN:-slurm/mpirun.sh}
-STAGES=${STAGES:-parts lone runs}
+STAGES=${STAGES:-parts lone corun runs}
 RUNS=${RUNS:-allreduce:auto allreduce:off ps:off model:off}
 for p in nn_train exchange_parts; do
   [ -x "$BIN/$p" ] || { echo "scaling_parts.sh: $BIN/$p not found (make, or set BIN)" >&2; exit 2; }
@@ -74,6 +76,20 @@ train() {
   images=$(((MIN_STEPS * b * 10 + 8) / 9))   # 10% are held out for validation
   [ "$images" -gt 54000 ] && images=0
   local l; l=$(load1)
+  if [ "$kind" = corun ]; then  # p independent one-rank runs at once, one manifest row each
+    local i pids=()
+    for ((i = 1; i <= p; i++)); do
+      launch 1 "$BIN/nn_train" --data "$NN_DATA" --device cpu --hidden "$h" --batch "$b" --epochs "$EPOCHS" \
+        --train-size "$images" --test-size 1000 --report "$OUT/${tag}_i$i.json" >"$OUT/${tag}_i$i.log" 2>&1 &
+      pids+=($!)
+    done
+    for ((i = 1; i <= p; i++)); do
+      wait "${pids[i - 1]}"
+      echo "${tag}_i$i,$kind,$h,$b,$p,$b,$strategy,$ns,$round,$l,$?,${tag}_i$i.json" >>"$OUT/runs.csv"
+    done
+    printf '  %-40s load %s\n' "$tag" "$l"
+    return
+  fi
   launch "$p" "$BIN/nn_train" --data "$NN_DATA" --device cpu --hidden "$h" --batch "$b" --epochs "$EPOCHS" \
     --train-size "$images" --test-size 1000 --strategy "$strategy" --node-shared "$ns" --report "$OUT/$tag.json" \
     >"$OUT/$tag.log" 2>&1
@@ -103,6 +119,8 @@ for ((round = 1; round <= ROUNDS; round++)); do
       have lone && train "lone_${h}_${b}_p${p}_r$round" lone "$h" $(((b + p - 1) / p)) 1 allreduce auto "$round"
       [ "$p" -gt 1 ] && have lone &&
         train "lonemp_${h}_${b}_p${p}_r$round" lone_mp $(((h + p - 1) / p)) "$b" 1 allreduce auto "$round"
+      [ "$p" -gt 1 ] && have corun &&
+        train "corun_${h}_${b}_p${p}_r$round" corun "$h" $(((b + p - 1) / p)) "$p" allreduce auto "$round"
       if have runs && [ "$p" -gt 1 ]; then
         for sn in $RUNS; do
           train "run_${h}_${b}_p${p}_${sn/:/_}_r$round" run "$h" "$b" "$p" "${sn%:*}" "${sn#*:}" "$round"
@@ -113,4 +131,5 @@ for ((round = 1; round <= ROUNDS; round++)); do
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/machine.txt"
 echo "== scaling_parts.sh: done in $((SECONDS - t0)) s; $OUT/{runs.csv,exchange_parts.csv,machine.txt}"
-echo "   the model against them: /usr/bin/python3 bench/scaling_model.py check --cpu-runs $OUT"
+echo "   into the model: bench/scaling_fit.py summarize $OUT bench/results/<run>/runs_summary.csv," \
+  "then bench/scaling_fit.py fit and bench/scaling_fit.py check (docs/scaling.md)"
