@@ -41,17 +41,18 @@ def vm_rows(par):
         if ones:
             meas = statistics.median(ones)
             pred = sm.cpu_step_time(vm, h, b, 1)["total"]
-            out.append(row("VM, --device cpu", h, b, 1, "one rank", meas, pred, None, len(ones)))
+            out.append(row("VM, --device cpu", h, b, 1, "one rank (calibration)", meas, pred, None, len(ones)))
         for (hh, bb, p, strat, ns), rs in sorted(groups.items()):
             if (hh, bb) != (h, b):
                 continue
             meas = statistics.median(float(r["batch_median_us"]) for r in rs)
             shared = strat == "allreduce" and ns != "off"
             pred = sm.cpu_step_time(vm, h, b, p, strat, shared)["total"]
+            corun = sm.cpu_step_time(vm, h, b, p, strat, shared, corun=True)["total"]
             inrun = statistics.median(sm.cpu_step_time(vm, h, b, p, strat, shared, compute=float(r["fb_us"]))["total"]
                                       for r in rs)
             what = strat + (" node-shared" if shared else (" (--node-shared off)" if strat == "allreduce" else ""))
-            out.append(row("VM, --device cpu", h, b, p, what, meas, pred, inrun, len(rs)))
+            out.append(row("VM, --device cpu", h, b, p, what, meas, pred, inrun, len(rs), corun))
     return out
 
 
@@ -65,8 +66,8 @@ def h200_cpu_rows(par):
             step = sf.phase_us(rep, "batch")
             pred = sm.cpu_step_time(h2, h, b, p, "allreduce", p > 1)["total"]
             inrun = sm.cpu_step_time(h2, h, b, p, "allreduce", p > 1, compute=fb)["total"]
-            out.append(row("H200 host, --device cpu", h, b, p, "node-shared" if p > 1 else "one rank",
-                           step, pred, inrun, 1))
+            what = "node-shared" + (" (j fitted here)" if (h, b) == (256, 100) else "") if p > 1 else "one rank (calibration)"
+            out.append(row("H200 host, --device cpu", h, b, p, what, step, pred, inrun, 1))
     return out
 
 
@@ -75,17 +76,18 @@ def share_rows(par, sessions=()):
     out = []
     for h, b, p, t, src in sf.share_points(sessions):
         pred = sm.shared_gpu_step(h2, h, b, p)
-        what = "%d ranks SHARING one GPU%s" % (p, " (sigma fitted here)" if p == 2 and "h200-2026-11-28" in src else "")
+        what = "%d ranks SHARING one GPU%s" % (p, " (s fitted here)" if p == 2 and "h200-2026-11-28" in src else "")
         out.append(row("H200, one GPU shared", h, b, p, what, t, pred, None, 1))
     for h, b in ((256, 100), (1024, 1000)):
         t = sf.report_step(os.path.join(sf.H200, "scaling/scal_gpu_%d_%d_np1.json" % (h, b)))[0]
-        out.append(row("H200, one GPU", h, b, 1, "one rank", t, sm.step_time(h2, h, b, 1)["total"], None, 1))
+        out.append(row("H200, one GPU", h, b, 1, "one rank (calibration)", t, sm.step_time(h2, h, b, 1)["total"], None, 1))
     return out
 
 
-def row(machine, h, b, p, what, meas, pred, inrun, n):
+def row(machine, h, b, p, what, meas, pred, inrun, n, corun=None):
     return {"machine": machine, "shape": "%d:%d" % (h, b), "ranks": p, "what": what, "runs": n,
             "measured_us": meas, "model_us": pred, "error": err(pred, meas),
+            "model_corun_us": corun, "error_corun": err(corun, meas) if corun is not None else None,
             "model_inrun_us": inrun, "error_inrun": err(inrun, meas) if inrun is not None else None}
 
 
@@ -97,20 +99,24 @@ def pct(x):
     return "" if x is None else "%+.0f%%" % (100 * x)
 
 
+def num_or_blank(x):
+    return "" if x is None else "%.0f" % x
+
+
 def print_rows(rows, markdown):
-    cols = ["machine", "shape", "P", "strategy", "measured us", "model (lone compute) us", "error",
-            "model (in-run compute) us", "error"]
+    cols = ["machine", "shape", "P", "run", "measured µs", "model: one rank's compute", "error",
+            "model: co-run compute", "error", "model: the run's compute", "error"]
     if markdown:
         print("| " + " | ".join(cols) + " |")
         print("|" + "---|" * len(cols))
     for r in rows:
         cells = [r["machine"], r["shape"], str(r["ranks"]), r["what"], "%.0f" % r["measured_us"],
-                 "%.0f" % r["model_us"], pct(r["error"]),
-                 "" if r["model_inrun_us"] is None else "%.0f" % r["model_inrun_us"], pct(r["error_inrun"])]
+                 "%.0f" % r["model_us"], pct(r["error"]), num_or_blank(r["model_corun_us"]), pct(r["error_corun"]),
+                 num_or_blank(r["model_inrun_us"]), pct(r["error_inrun"])]
         if markdown:
             print("| " + " | ".join(cells) + " |")
         else:
-            print("%-24s %-10s %3s %-34s %9s %9s %6s %9s %6s" % tuple(cells))
+            print("%-24s %-10s %3s %-34s %8s %8s %5s %8s %5s %8s %5s" % tuple(cells))
 
 
 def write_csv(rows, path):
@@ -124,10 +130,13 @@ def main(a):
     par = sm.load(a.params)["machines"]
     rows = all_rows(par, getattr(a, "gpu_session", []) or [])
     print_rows(rows, a.markdown)
-    best = [min(abs(r["error"]), abs(r["error_inrun"]) if r["error_inrun"] is not None else 9) for r in rows]
-    over = [r for r, e in zip(rows, best) if e > TOLERANCE]
-    print("\n%d rows; %d within %d%% (the better of the two predictions); beyond: %s" % (
-        len(rows), len(rows) - len(over), 100 * TOLERANCE,
-        "; ".join("%s %s P=%d %s" % (r["machine"], r["shape"], r["ranks"], r["what"]) for r in over) or "none"))
+    for key, what in (("error", "one rank's compute"), ("error_corun", "co-run compute"),
+                      ("error_inrun", "the run's own compute")):
+        have = [r for r in rows if r[key] is not None]
+        over = [r for r in have if abs(r[key]) > TOLERANCE]
+        print("%s model with %s: %d rows, %d within %d%%; beyond: %s" % (
+            "\n" if key == "error" else "", what, len(have), len(have) - len(over), 100 * TOLERANCE,
+            "; ".join("%s %s P=%d %s (%s)" % (r["machine"], r["shape"], r["ranks"], r["what"], pct(r[key]))
+                      for r in over) or "none"))
     if getattr(a, "csv", None):
         write_csv(rows, a.csv)

@@ -269,11 +269,11 @@ def unfused_table(pts, source):
     return tab
 
 
-def cpu_compute_points(rows):
-    """--device cpu lone runs: forward + backward median at (H, b), median over rounds."""
+def cpu_compute_points(rows, kinds=("lone", "lone_mp")):
+    """--device cpu one-rank runs: forward + backward median at (H, b), median over rounds."""
     acc = {}
     for r in rows:
-        if r["kind"] in ("lone", "lone_mp") and r["rc"] == "0" and r.get("fb_us"):
+        if r["kind"] in kinds and r["rc"] == "0" and r.get("fb_us"):
             acc.setdefault((int(r["hidden"]), int(r["batch"])), []).append(float(r["fb_us"]))
     return {k: statistics.median(v) for k, v in acc.items()}
 
@@ -389,7 +389,10 @@ def vm_params():
         "reduce": fit_reduce(rows),
         "shm": fit_shm(rows, 2, "2 ranks, one a core"),
         "compute": {"cpu": compute_table(cpu, rel(VM) + "/runs_summary.csv (lone runs: forward+backward, 1 core)",
-                                         "between measured b: linear; beyond: t0(H) + c(H) b")},
+                                         "between measured b: linear; beyond: t0(H) + c(H) b"),
+                    "cpu_corun": compute_table(cpu_compute_points(runs, ("corun",)), rel(VM) + "/runs_summary.csv "
+                                               "(corun: 2 one-rank runs started together, forward+backward)",
+                                               "2 ranks' worth of load on the VM's 2 cores")},
     }
 
 

@@ -65,18 +65,18 @@ FABRICS = {
     "ib_ndr": {"alpha_us": 2.0, "bw_GBps": 47.0, "label": "InfiniBand NDR (400 Gb/s), host MPI",
                "source": "bw: 46-48 GB/s a NIC at NDR 400 Gb/s (NVIDIA, NVIDIA/nccl-tests#290); "
                          "alpha: assumed 2 us, as for HDR"},
-    # NCCL on one node: calibrated to the 8 x H100 DDP all-reduce times the change request quotes
-    # (1 MB in ~32 us, 4 MB in ~59 us): alpha 23 us, bus bandwidth 204 GB/s at these sizes. NVIDIA
+    # NCCL on one node: calibrated to unsourced 8 x H100 PyTorch DDP all-reduce times (1 MB in
+    # ~32 us, 4 MB in ~59 us): alpha 23 us, bus bandwidth 204 GB/s at these sizes. NVIDIA
     # gives ~370 GB/s effective NVLink bus bandwidth (ring) at large sizes (NVIDIA/nccl-tests#212)
     # and ~6 us for a small NVLS all-reduce under CUDA graphs (NVIDIA/nccl#1259): the optimistic end.
     "nccl_nvlink": {"alpha_us": 23.0, "busbw_GBps": 204.0, "label": "NCCL over NVLink (one node)",
-                    "source": "fit to the change request's reading of PyTorch DDP/NCCL on 8 H100 (1 MB 32 us, "
-                              "4 MB 59 us); bounds: NVIDIA/nccl-tests#212 (370 GB/s ring busbw), NVIDIA/nccl#1259 (6 us)"},
-    # NCCL across nodes on NDR: calibrated to the change request's 2-4 MB in 93-153 us (2 nodes);
+                    "source": "fit to unsourced PyTorch DDP/NCCL figures on 8 H100 (1 MB 32 us, 4 MB 59 us); "
+                              "bounds: NVIDIA/nccl-tests#212 (370 GB/s ring busbw), NVIDIA/nccl#1259 (6 us)"},
+    # NCCL across nodes on NDR: calibrated to unsourced figures, 2-4 MB in 93-153 us (2 nodes);
     # consistent with 46-48 GB/s a NIC (NVIDIA/nccl-tests#290) and a ~46 us small all-reduce over
     # 2 nodes x 8 GPUs on NDR (NVIDIA/nccl#1244).
     "nccl_ndr": {"alpha_us": 33.0, "busbw_GBps": 65.0, "label": "NCCL over NVLink + NDR (several nodes)",
-                 "source": "fit to the change request's reading (2 MB 93 us, 4 MB 153 us across nodes on NDR); "
+                 "source": "fit to unsourced figures (2 MB 93 us, 4 MB 153 us across 2 nodes on NDR); "
                            "cf. NVIDIA/nccl-tests#290, NVIDIA/nccl#1244"},
 }
 
@@ -326,11 +326,13 @@ def shared_gpu_step(par, h, batch, p):
     return gpu + copies + shm_allreduce(par, m, p) + g["host_us_lone"] + g["round_trip_us"]
 
 
-def cpu_step_time(par, h, batch, p, strategy="allreduce", node_shared=False, compute=None):
+def cpu_step_time(par, h, batch, p, strategy="allreduce", node_shared=False, compute=None, corun=False):
     """--device cpu, p ranks on one node, one core each: the same composition with the host's
     own parts (no copies; the update is a pass over the weights at the host's reduction rate).
     compute: a rank's forward + backward if measured, else the lone rank's at b (the CPU
-    compute points). Layer 2's reduction is not hidden here: the cores that would progress it
+    compute points), or with corun the compute of one of p independent ranks started together
+    (cpu_corun: the host's cores, caches and memory shared as in the run; a model-parallel rank's
+    lone compute scaled by the same ratio). Layer 2's reduction is not hidden here: the cores that would progress it
     are computing dW1. Every step waits for the slowest rank, and ranks sharing a host's cores
     are held up by its other work (cpu_spread: jitter_us x E[max of p], the jitter fitted to one
     shape's runs, whatever the compute)."""
@@ -340,12 +342,15 @@ def cpu_step_time(par, h, batch, p, strategy="allreduce", node_shared=False, com
         return {"compute": t, "total": t}
     m, m2 = grad_bytes(h), layer2_bytes(h)
     parts = {"agree": shm_allreduce(par, 8, p)}
+    shared = 1.0
+    if corun and compute is None:
+        shared = compute_time(par, h, b, "cpu_corun") / compute_time(par, h, b, "cpu")
     if strategy == "model":
-        parts["compute"] = compute if compute is not None else compute_time(par, -(-h // p), batch, "cpu")
+        parts["compute"] = compute if compute is not None else shared * compute_time(par, -(-h // p), batch, "cpu")
         parts["allreduce"] = shm_allreduce(par, 4 * C * batch, p)
         parts["update"] = reduce_cost(par, m / p)
     else:
-        parts["compute"] = compute if compute is not None else compute_time(par, h, b, "cpu")
+        parts["compute"] = compute if compute is not None else shared * compute_time(par, h, b, "cpu")
         if node_shared:  # [b1 | W2 | b2] between two fences, then a barrier; each rank steps 1/p
             parts["allreduce"] = shm_allreduce(par, node_shared_bytes(h), p) + 3 * shm_allreduce(par, 8, p)
             parts["update"] = reduce_cost(par, m / p)
