@@ -91,7 +91,7 @@ def cpu_panel(par, a):
     for ax, shape in zip(axes[:2], ("256:100", "1024:1000")):
         sel = [r for r in rows if r["machine"].startswith("H200 host") and r["shape"] == shape]
         ps = [r["ranks"] for r in sel]
-        ax.plot(ps, [r["measured_us"] for r in sel], "ko", label="measured (node-shared, the default)")
+        ax.plot(ps, [r["measured_us"] for r in sel], "ko", label="measured median step (node-shared, the default)")
         ax.plot(ps, [r["model_us"] for r in sel], "-", color="#4c72b0", label="model, compute from one rank")
         ax.plot(ps, [r["model_inrun_us"] for r in sel], "--", color="#55a868", label="model, compute from the run")
         ax.set_xscale("log", base=2)
@@ -107,8 +107,10 @@ def cpu_panel(par, a):
     ax = axes[2]
     if vm:
         xs = range(len(vm))
-        ax.bar([x - 0.2 for x in xs], [r["measured_us"] for r in vm], 0.4, color="#444444", label="measured")
-        ax.bar([x + 0.2 for x in xs], [r["model_us"] for r in vm], 0.4, color="#4c72b0", label="model")
+        ax.bar([x - 0.27 for x in xs], [r["measured_us"] for r in vm], 0.27, color="#444444", label="measured (median step)")
+        ax.bar([x for x in xs], [r["model_us"] for r in vm], 0.27, color="#4c72b0", label="model, one rank's compute")
+        ax.bar([x + 0.27 for x in xs], [r["model_corun_us"] for r in vm], 0.27, color="#55a868",
+               label="model, co-run compute")
         ax.set_xticks(list(xs))
         ax.set_xticklabels(["%s\n%s" % (r["shape"], r["what"].replace(" (--node-shared off)", "\nns off")) for r in vm],
                            fontsize=6, rotation=90)
