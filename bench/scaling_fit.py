@@ -402,9 +402,11 @@ def cmd_fit(a):
            "machines": {"h200": h200_params(a.gpu_session)}}
     if os.path.exists(os.path.join(VM, "runs_summary.csv")):
         out["machines"]["vm"] = vm_params()
+    text = json.dumps(out, indent=1, sort_keys=True)
+    # Each innermost list (a point, a residual row) on one line.
+    text = re.sub(r"\[\s+([^\[\]{}]*?)\s+\]", lambda m: "[" + " ".join(m.group(1).split()) + "]", text)
     with open(a.out, "w") as f:
-        json.dump(out, f, indent=1, sort_keys=True)
-        f.write("\n")
+        f.write(text + "\n")
     print("scaling_fit: %s (%s)" % (rel(a.out), ", ".join(out["machines"])))
 
 
