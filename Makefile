@@ -372,6 +372,8 @@ test-build: $(CPU_TRAIN) $(CPU_DIR)/bin/gemm_bench data $(CPU_GEMM_DIR)/bin/cpu_
 	@$(CPU_GEMM_DIR)/bin/fma_peak --threads 1 --seconds 0.02 --repeats 1 | grep -q '^peak, 1 thread: '
 	@echo "== tc_peak --quick (emulator): the WMMA TF32 and FP32 FMA peak kernels run and store exact results =="
 	@$(if $(filter 1,$(SANITIZE)),$(SAN_ENV)1 )$(CPU_DIR)/bin/tc_peak --quick > $(BUILD)/tc_peak_quick.txt || { cat $(BUILD)/tc_peak_quick.txt; exit 1; }
+	@echo "== tests/bench: the scaling model's algebra and fits (bench/scaling_model.py; make test-scaling-model) =="
+	@$(PYTHON) -m unittest discover -s tests/bench -p 'test_*.py'
 	@echo "== tests/build/concurrent_runs.sh: simultaneous launches, each with its own Open MPI session directory =="
 	@$(MPI_ENV) $(if $(filter 1,$(SANITIZE)),$(SAN_ENV)0) bash tests/build/concurrent_runs.sh $(CPU_TRAIN) data/current
 test-cuda: cuda
@@ -483,7 +485,8 @@ help:
 	@echo "make plots   roofline, training curves, GEMM bars, phase breakdown (PNG, build/plots/)"
 	@echo "make peer    our reference vs PyTorch on the same network (and our GPU build vs PyTorch on a GPU)"
 	@echo "make cpu-gemm-lab  OpenBLAS vs BLIS, oneDNN, MKL at the --device cpu GEMM shapes, 1 and 2 threads; the FMA peak"
-	@echo "make scaling strong/weak scaling x strategies + variant ratios (CSV, PNG in build/scaling/)"
+	@echo "make scaling how many GPUs pay: the scaling model's tables and plots from committed measurements (build/scaling/model/)"
+	@echo "make scaling-study strong/weak scaling x strategies + variant ratios on this machine (CSV, PNG in build/scaling/)"
 	@echo "make test-build  sizes of src/ files and functions, Markdown links, GEMM registry agreement, the dependency graph, simultaneous launches"
 	@echo "make test-cli    bad input (every corrupt IDX class, bad options, bad checkpoints) and a killed rank, end to end"
 	@echo "make test-slurm  a local one-node Slurm cluster (root): submit slurm/*.sbatch, check COMPLETED"
