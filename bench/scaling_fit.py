@@ -6,9 +6,9 @@ against every run there is (docs/scaling.md; the model: bench/scaling_model.py).
     bench/scaling_fit.py check [--markdown]           # predicted vs measured, with % error
     bench/scaling_fit.py summarize DIR OUT.csv        # bench/scaling_parts.sh's runs, one row each
 
-Inputs (committed): bench/results/h200-2026-11-28/ (the exchange's parts on the H200 machine, the
-trainer at 1-16 CPU ranks and 1-4 ranks sharing its GPU), h200-2026-11-27/call4 (one GPU's step
-at the four shapes), cpu-2026-11-28-scaling/ (this 2-core VM: parts and 1-2 rank runs); and each
+Inputs (committed results folders, named below as H200, H200_27 and VM): the exchange's parts on
+the H200 machine, the trainer at 1-16 CPU ranks and 1-4 ranks sharing its GPU (H200); one GPU's
+step at the four shapes (H200_27); this 2-core VM's parts and 1-2 rank runs (VM); and each
 --gpu-session DIR, the logs of tests/cuda/gpu_session.sh's scalcal_* steps, which add measured
 points (the per-rank compute at B/P, the host all-reduce at more sizes, copies, runs sharing the
 GPU) and replace the estimates they cover. Standard library only.
