@@ -383,6 +383,8 @@ test-build: $(CPU_TRAIN) $(CPU_DIR)/bin/gemm_bench data $(CPU_GEMM_DIR)/bin/cpu_
 	@$(PYTHON) tests/build/check_graph.py $(MAKE)
 	@echo "== tests/build/check_host_only.py: the objects both builds share ($(HOST_DIR)) include nothing of CUDA or the emulator =="
 	@$(PYTHON) tests/build/check_host_only.py $(HOST_DIR) $(HOST_ONLY_SRCS)
+	@echo "== tests/build/check_data.sh: make data offline: a user's own IDX files used, never deleted; one-line errors =="
+	@bash tests/build/check_data.sh
 	@echo "== tests/build/check_setup.py: setup components (.ci/setup.sh plots, fuzz, ...) run before the targets that need them =="
 	@$(PYTHON) tests/build/check_setup.py $(MAKE)
 	@echo "== make cpu-gemm-lab's programs, small: OpenBLAS's five step GEMMs checked against float64 sums; the FMA loop runs =="
@@ -416,9 +418,9 @@ run: $(RUN_TRAIN) data
 	@echo "== $(strip $(RUN_TRAIN) --data data/current $(RUN_DEVICE) $(RUN_ARGS)) =="
 	@$(MPI_ENV) SIM_WORKERS=$${SIM_WORKERS:-0} $(SINGLETON) $(RUN_TRAIN) --data data/current $(RUN_DEVICE) $(RUN_ARGS)
 
-# After setup: offline, the Fashion-MNIST fallback is a package setup installs (under -j,
-# `make run` would otherwise look for it while apt-get is still installing it).
-data: setup
+# No library: get_mnist.sh needs bash, curl (optional) and gzip. As root on Debian the probe
+# that every other goal starts with has installed the offline Fashion-MNIST package first.
+data:
 	$(call step,DATA,,data/get_mnist.sh)bash data/get_mnist.sh
 
 # `make bench`: the GEMM lab (every variant validated, then timed; CSV), the emulator's
