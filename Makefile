@@ -487,6 +487,7 @@ include tests/gpgpusim/gpgpusim.mk
 include bench/scaling.mk
 include tests/multinode/multinode.mk
 include tests/nsys/nsys.mk
+include tests/cluster/cluster.mk
 
 clean:
 	rm -rf $(BUILD)
@@ -508,6 +509,8 @@ help:
 	@echo "make test-cli    bad input (every corrupt IDX class, bad options, bad checkpoints) and a killed rank, end to end"
 	@echo "make test-slurm  a local one-node Slurm cluster (root): submit slurm/*.sbatch, check COMPLETED"
 	@echo "make test-nsys   nsys.sh under Debian's Nsight Systems (root): 2 ranks, each rank's NVTX ranges and counts checked"
+	@echo "make test-cluster  a non-root user builds and tests on a simulated login node, modules in both styles (root)"
+	@echo "make trainer the one nn_train a job runs: the CUDA build's where nvcc exists, else the emulator build's"
 	@echo "make test-multinode  2 simulated nodes (root; namespaces): mpirun and sbatch -N 2, device mapping, node faults, hung rank"
 	@echo "make sanitize-gpu  compute-sanitizer memcheck/racecheck/synccheck on the CUDA tests (GPU only)"
 	@echo "make gpgpusim      build GPGPU-Sim (pinned commit + tests/gpgpusim/gpgpu-sim.patch), cached in ~/.cache/nn-gpgpusim"
@@ -516,6 +519,6 @@ help:
 	@echo "make fuzz    libFuzzer on the IDX parser and checkpoint reader, FUZZ_SECONDS=60 each (clang)"
 	@echo "make setup   check/install dependencies (make setup-plots, setup-peer, ...: what one target needs beyond the build)"
 	@echo "make clean   remove $(BUILD)/"
-	@echo "variables: V=1 (print the commands) USE_DOUBLE=1 DEBUG=1 SANITIZE=1 CUDA_HOME= CUDA_ARCH='80 90' NP_LIST='1 2' DNNL=0"
+	@echo "variables: V=1 (print the commands) USE_DOUBLE=1 DEBUG=1 SANITIZE=1 CUDA_HOME= CUDA_ARCH='75 80 90'|native NP_LIST='1 2' DNNL=auto|0|1 CPPFLAGS= LDFLAGS= <DEP>_ROOT="
 
 -include $(shell find $(CPU_DIR) $(CUDA_DIR) $(HOST_DIR) -name '*.d' 2>/dev/null)

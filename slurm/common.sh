@@ -33,10 +33,14 @@ nn_log() {
 }
 
 # The calling script has set NN_ROOT (see its source line) and sourced this file from it.
+# Then the site's hook, slurm/site.sh when it exists (git-ignored): `module load` lines and
+# whatever else a job on this cluster needs before it starts (docs/cluster.md#the-site-hook).
 nn_cd_root() {
   cd "$NN_ROOT" || nn_die "NN_ROOT=$NN_ROOT: no such directory"
   NN_ROOT=$(pwd)
   export NN_ROOT
+  # shellcheck source=/dev/null
+  if [ -f slurm/site.sh ]; then . slurm/site.sh || nn_die "slurm/site.sh failed"; fi
 }
 
 nn_gpu_visible() {
