@@ -65,7 +65,8 @@ relocate() {
   for f in "$r$prefix"/lib/pkgconfig/*.pc "$r$prefix"/lib/*/pkgconfig/*.pc; do
     [ -f "$f" ] || continue
     sed -i -e "s#^prefix=.*#prefix=$prefix#" -e 's#${prefix}/lib/x86_64-linux-gnu#${prefix}/lib#' \
-      -e "s#/usr/lib/x86_64-linux-gnu#$prefix/lib#g" -e "s#/usr/include#$prefix/include#g" -e "s#=/usr\$#=$prefix#" "$f"
+      -e "s#/usr/lib/x86_64-linux-gnu#$prefix/lib#g" -e "s#/usr/include#$prefix/include#g" -e "s#=/usr\$#=$prefix#" \
+      -e "s#=/usr/lib\$#=$prefix/lib#" "$f"
   done
   # A link to a file that stayed behind (libz.so -> the runtime's libz.so.1): a copy of it.
   find "$r$prefix" -type l ! -exec test -e {} \; -print | while read -r f; do
