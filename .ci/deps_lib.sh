@@ -124,7 +124,8 @@ find_dep() {
       pkg-config --exists "$pc" 2>/dev/null || continue
       FOUND_CPP=$(pkg-config --cflags-only-I "$pc" | sed 's/-I/-isystem /g')
       FOUND_LD=$(ld_for_dirs $(pkg-config --libs-only-L "$pc" | sed 's/-L//g'))
-      p=$(pkg-config --variable=prefix "$pc"); [ -n "$p" ] || p=$(compiler_header_dir "$header")
+      p=$(pkg-config --variable=prefix "$pc"); [ -n "$p" ] || p=$(awk '{print $2; exit}' <<<"$FOUND_CPP")
+      [ -n "$p" ] || p=$(compiler_header_dir "$header")
       try_build "$header" "$FOUND_CPP" "$FOUND_LD" "$libs" && { FOUND_WHERE="${p:-?} (pkg-config $pc)"; return 0; }
     done
   fi

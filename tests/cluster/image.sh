@@ -81,8 +81,14 @@ for p in "${!MOVE[@]}"; do
   # shellcheck disable=SC2086
   relocate "$p" ${MOVE[$p]}
 done
-# OpenBLAS: Debian's libopenblas.so.0 lives behind alternatives; the prefix gets its own.
-cp -L "$ROOT.tmp/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0" "$ROOT.tmp/opt/openblas/0.3.21/lib/" 2>/dev/null || true
+# OpenBLAS: Debian's files sit in openblas-pthread/ subdirectories (behind alternatives); the
+# prefix gets the plain layout of a source build: include/cblas.h, lib/libopenblas.so{,.0}.
+ob=$ROOT.tmp/opt/openblas/0.3.21
+mv "$ob"/include/x86_64-linux-gnu/openblas-pthread/* "$ob/include/" && rm -rf "$ob/include/x86_64-linux-gnu"
+cp -a "$ob"/lib/openblas-pthread/* "$ob/lib/" && rm -rf "$ob/lib/openblas-pthread"
+cp -L "$ROOT.tmp/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0" "$ob/lib/"
+ln -sfn libopenblas.so.0 "$ob/lib/libopenblas.so"
+sed -i -e "s#^libdir=.*#libdir=/opt/openblas/0.3.21/lib#" -e "s#^includedir=.*#includedir=/opt/openblas/0.3.21/include#" "$ob"/lib/pkgconfig/openblas.pc
 chroot "$ROOT.tmp" ldconfig
 
 # Modulefiles, both styles.
