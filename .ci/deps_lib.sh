@@ -269,7 +269,7 @@ deps_probe() {
   {
     echo "# Written by .ci/deps.sh probe (make remakes it when the environment or the script changes)."
     echo "DEPS_HAVE := ${have[*]}"
-    echo "DEPS_CPPFLAGS := $(echo $cpp | tr ' ' '\n' | awk 'NF && !($0 in s) {s[$0]; printf "%s ", $0}' | sed 's/-isystem /&/g')"
+    echo "DEPS_CPPFLAGS := $(echo $cpp | sed 's/-isystem /-isystem\x01/g' | tr ' ' '\n' | awk 'NF && !($0 in s) {s[$0]; printf "%s ", $0}' | tr '\001' ' ')"
     echo "DEPS_LDFLAGS := $(echo $ld | tr ' ' '\n' | awk 'NF && !($0 in s) {s[$0]; printf "%s ", $0}')"
     echo "DEPS_ARMA_LIBS := $arma_libs"
     echo "DEPS_CUDA_VERSION := $CUDA_VERSION"
@@ -280,8 +280,6 @@ deps_probe() {
     echo "DEPS_CUDA_ARCHS := $CUDA_ARCHS"
     echo "DEPS_NVTX := $NVTX_FOUND"
   } >"$out.tmp"
-  # -isystem and its directory are one flag for awk's de-duplication above: join them back.
-  sed -i 's/-isystem \([^ ]*\) /-isystem\x01\1 /g; s/\x01/ /g' "$out.tmp"
   printf '%s\n' "${DEPS_LINES[@]}" >"$out.txt"
   mv "$out.tmp" "$out"
 }
