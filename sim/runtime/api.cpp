@@ -210,7 +210,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int device) {
   *p = cudaDeviceProp{};
   const int w = settings().workers;
   std::snprintf(p->name, sizeof p->name, "SIMT CPU emulator (%d workers)", w);
-  p->pciBusID = 1 + device;  // one bus per device, as on a multi-GPU node; domain and slot 0
+  p->pciBusID = 1 + settings().bus[device];  // one bus per node GPU (CUDA_VISIBLE_DEVICES); domain, slot 0
   p->totalGlobalMem = static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) *
                       static_cast<size_t>(sysconf(_SC_PAGESIZE));
   p->sharedMemPerBlock = kDefaultSmem;

@@ -217,6 +217,7 @@ struct Settings {
   FaultMode fault_mode = FaultMode::Abort;
   int workers = 1;
   int devices = 1;  // SIM_DEVICES: devices the runtime presents (one host memory underneath)
+  int bus[64] = {};  // CUDA_VISIBLE_DEVICES: each device's index on the node (its PCI bus - 1)
   size_t stack_bytes = 256 * 1024;
 };
 Settings& settings();
