@@ -137,6 +137,13 @@ const Spec kSpecs[] = {
    "overlapping layer 2's reduction with the dW1 GEMM",
    [](const Config& c) { return std::string(c.overlap ? "off" : "on"); },
    [](Config& c, const std::string& v) { c.overlap = !to_bool(v); }},
+  {"exchange-chunk", "BYTES", "GPU ranks, the gradient staged through host memory: layer 1's gradient "
+   "in pieces of BYTES, each summed while the next is copied down and the last copied up; auto "
+   "(512 KiB, docs/scaling.md) | 0 (one piece)",
+   [](const Config& c) { return c.exchange_chunk == kExchangeChunkAuto ? std::string("auto") : std::to_string(c.exchange_chunk); },
+   [](Config& c, const std::string& v) {
+     c.exchange_chunk = trim(v) == "auto" ? kExchangeChunkAuto : to_size(v, 0, 1LL << 40);
+   }},
   {"node-shared", "M", "--device cpu, --strategy allreduce, ranks on one node: one copy of the "
    "weights in shared memory, each rank steps its columns of W1 (no W1 gradient is sent); auto "
    "(where possible) | on (an error where not) | off (all-reduce the whole gradient)",

@@ -351,9 +351,10 @@ void CpuModel<T>::model_backward_phase(int b, T inv_B, T reg, bool stats) {
 }
 
 template <class T>
-void CpuModel<T>::queue_download(T* host, std::size_t begin, std::size_t end, Stage) {
+int CpuModel<T>::queue_download(T* host, std::size_t begin, std::size_t end, Stage) {
   if (begin > end || end > grads_.size()) throw std::out_of_range("queue_download: bad range");
   if (host + begin != grads_.data() + begin) std::memcpy(host + begin, grads_.data() + begin, sizeof(T) * (end - begin));
+  return 0;
 }
 
 template <class T>
@@ -368,7 +369,13 @@ void CpuModel<T>::upload_scores(const T* host, int b) {
 
 template <class T>
 void CpuModel<T>::upload_grads(const T* host) {
-  if (host != grads_.data()) std::memcpy(grads_.data(), host, sizeof(T) * grads_.size());
+  upload_grads(host, 0, grads_.size());
+}
+
+template <class T>
+void CpuModel<T>::upload_grads(const T* host, std::size_t begin, std::size_t end) {
+  if (begin > end || end > grads_.size()) throw std::out_of_range("upload_grads: bad range");
+  if (host != grads_.data()) std::memcpy(grads_.data() + begin, host + begin, sizeof(T) * (end - begin));
 }
 
 template <class T>

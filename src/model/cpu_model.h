@@ -68,14 +68,15 @@ class CpuModel {
 
   // The gradient already lives in host memory: MPI reduces grads() in place (the
   // trainer's "device memory" path), and these copies exist for the generic staging path.
-  void queue_download(T* host, std::size_t begin, std::size_t end, Stage after);
-  bool download_done(Stage) const { return true; }
-  void wait_download(Stage) const {}
+  int queue_download(T* host, std::size_t begin, std::size_t end, Stage after);  // ticket 0
+  bool download_done(int) const { return true; }
+  void wait_download(int) const {}
   void wait(Stage) const {}
   T* grads() { return grads_.data(); }
   void download_scores(T* host, int b);
   void upload_scores(const T* host, int b);
   void upload_grads(const T* host);
+  void upload_grads(const T* host, std::size_t begin, std::size_t end);
 
   void enable_graphs(bool) {}  // nothing to capture on the host
   struct GraphStats {

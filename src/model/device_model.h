@@ -4,6 +4,7 @@
 // parallel exchange) and their CUDA Graph replays. Host code (no MPI); tested through
 // tests/train/test_train.cpp and test_strategies.cpp against the reference.
 #pragma once
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -82,10 +83,13 @@ class DeviceModel {
   void model_backward_phase(int b, T inv_B, T reg, bool stats);
 
   // The gradient range [begin, end) of the packed buffer to pinned host memory, on the copy
-  // stream after `after`; download_done / wait_download report its completion.
-  void queue_download(T* host, std::size_t begin, std::size_t end, Stage after);
-  bool download_done(Stage after) const;
-  void wait_download(Stage after) const;
+  // stream after `after` (copies run in the order queued); returns the copy's ticket, whose
+  // completion download_done / wait_download report. A ticket is reused kCopyTickets copies
+  // later: a step waits for its copies before it queues that many more.
+  static constexpr int kCopyTickets = 64;
+  int queue_download(T* host, std::size_t begin, std::size_t end, Stage after);
+  bool download_done(int ticket) const;
+  void wait_download(int ticket) const;
   void wait(Stage s) const;          // the host waits for the stage's event
   T* grads() const { return grads_.get(); }  // for a CUDA-aware MPI (--mpi device)
   // Scores to / from pinned host memory (model parallelism, host staging); synchronous.
@@ -143,8 +147,9 @@ class DeviceModel {
   void set_phase_hook(std::function<void()> hook) { phase_hook_ = std::move(hook); }
 
   // The reduced gradient back from host memory (queued on the model's stream, before the SGD
-  // step; the host buffer must stay put until that step).
+  // step; the host buffer must stay put until that step): all of it, or the range [begin, end).
   void upload_grads(const T* host);
+  void upload_grads(const T* host, std::size_t begin, std::size_t end);
   // p <- p - lr * g for every entry: the regulariser is already inside g (src/train/step.cpp).
   void sgd_step(T lr);
 
@@ -183,7 +188,9 @@ class DeviceModel {
   void run_phase(const GraphKey& key, F&& fn);
 
   Stream stream_, copy_stream_;
-  Event ev_layer2_, ev_all_, ev_scores_, ev_copy_layer2_, ev_copy_all_;
+  Event ev_layer2_, ev_all_, ev_scores_;
+  std::array<Event, kCopyTickets> copy_done_;  // queue_download's tickets, used in turn
+  int next_copy_ = 0;
   bool graphs_on_ = false;
   struct GraphSlot {
     bool warmed = false;

@@ -308,25 +308,27 @@ void DeviceModel<T>::fused_dw1(int b, T reg, T lr, bool step) {
 }
 
 template <class T>
-void DeviceModel<T>::queue_download(T* host, std::size_t begin, std::size_t end, Stage after) {
+int DeviceModel<T>::queue_download(T* host, std::size_t begin, std::size_t end, Stage after) {
   if (begin > end || end > grads_.size()) throw std::out_of_range("queue_download: bad range");
   const Event& ev = after == Stage::Layer2Grads ? ev_layer2_ : ev_all_;
-  Event& done = after == Stage::Layer2Grads ? ev_copy_layer2_ : ev_copy_all_;
+  const int ticket = next_copy_;
+  next_copy_ = (next_copy_ + 1) % kCopyTickets;
   CUDA_CHECK(cudaStreamWaitEvent(copy_stream_.get(), ev.get(), 0));
   if (end > begin)
     CUDA_CHECK(cudaMemcpyAsync(host + begin, grads_.get() + begin, sizeof(T) * (end - begin),
                                cudaMemcpyDeviceToHost, copy_stream_.get()));
-  done.record(copy_stream_.get());
+  copy_done_[std::size_t(ticket)].record(copy_stream_.get());
+  return ticket;
 }
 
 template <class T>
-bool DeviceModel<T>::download_done(Stage after) const {
-  return (after == Stage::Layer2Grads ? ev_copy_layer2_ : ev_copy_all_).done();
+bool DeviceModel<T>::download_done(int ticket) const {
+  return copy_done_.at(std::size_t(ticket)).done();
 }
 
 template <class T>
-void DeviceModel<T>::wait_download(Stage after) const {
-  (after == Stage::Layer2Grads ? ev_copy_layer2_ : ev_copy_all_).sync();
+void DeviceModel<T>::wait_download(int ticket) const {
+  copy_done_.at(std::size_t(ticket)).sync();
 }
 
 template <class T>
@@ -336,9 +338,16 @@ void DeviceModel<T>::wait(Stage st) const {
 
 template <class T>
 void DeviceModel<T>::upload_grads(const T* host) {
+  upload_grads(host, 0, grads_.size());
+}
+
+template <class T>
+void DeviceModel<T>::upload_grads(const T* host, std::size_t begin, std::size_t end) {
   NN_RANGE("cudaMemcpyHostToDevice");
-  if (grads_.size())
-    CUDA_CHECK(cudaMemcpyAsync(grads_.get(), host, grads_.bytes(), cudaMemcpyHostToDevice, stream_.get()));
+  if (begin > end || end > grads_.size()) throw std::out_of_range("upload_grads: bad range");
+  if (end > begin)
+    CUDA_CHECK(cudaMemcpyAsync(grads_.get() + begin, host + begin, sizeof(T) * (end - begin),
+                               cudaMemcpyHostToDevice, stream_.get()));
 }
 
 // device_model.cpp instantiates the class (template class); these are this file's members.
@@ -357,11 +366,12 @@ void DeviceModel<T>::upload_grads(const T* host) {
   template void DeviceModel<T>::fused_forward(int); \
   template void DeviceModel<T>::fused_layer2(int, T, T, T, bool); \
   template void DeviceModel<T>::fused_dw1(int, T, T, bool); \
-  template void DeviceModel<T>::queue_download(T*, std::size_t, std::size_t, Stage); \
-  template bool DeviceModel<T>::download_done(Stage) const; \
-  template void DeviceModel<T>::wait_download(Stage) const; \
+  template int DeviceModel<T>::queue_download(T*, std::size_t, std::size_t, Stage); \
+  template bool DeviceModel<T>::download_done(int) const; \
+  template void DeviceModel<T>::wait_download(int) const; \
   template void DeviceModel<T>::wait(Stage) const; \
   template void DeviceModel<T>::upload_grads(const T*); \
+  template void DeviceModel<T>::upload_grads(const T*, std::size_t, std::size_t); \
 
 NN_INSTANTIATE(float)
 NN_INSTANTIATE(double)

@@ -50,12 +50,14 @@ concept TrainableModel = requires(M& m, const M& cm, T* host, const T* chost, T 
   m.sgd_step(t);
   // Called on the host between the forward and the backward pass (--report times them apart).
   m.set_phase_hook(std::move(hook));
-  // Staged gradient exchange through host memory (device models; host models do it at once).
-  m.queue_download(host, n, n, Stage::AllGrads);
-  { cm.download_done(Stage::AllGrads) } -> std::convertible_to<bool>;
-  cm.wait_download(Stage::AllGrads);
+  // Staged gradient exchange through host memory (device models; host models do it at once):
+  // a range down after a stage (a ticket), its completion, a range (or all of it) back up.
+  { m.queue_download(host, n, n, Stage::AllGrads) } -> std::same_as<int>;
+  { cm.download_done(b) } -> std::convertible_to<bool>;
+  cm.wait_download(b);
   cm.wait(Stage::AllGrads);
   m.upload_grads(chost);
+  m.upload_grads(chost, n, n);
   // Model parallelism: partial scores of this rank's hidden units, their sum over the ranks
   // (scores(), or staged through host memory), then the backward pass into this rank's slice.
   m.partial_scores_phase(n, b, flag);

@@ -47,6 +47,11 @@ const char* fused_name(Fused f);
 // H200: docs/performance.md); On: wherever the device and shape allow it, an error elsewhere.
 enum class Persistent { Auto, On, Off };
 const char* persistent_name(Persistent p);
+// --exchange-chunk: layer 1's gradient in pieces of this many bytes through the host-staged
+// exchange (src/train/step.cpp, exchange_through_host); 0: one piece. Auto: 512 KiB, where the
+// scaling model puts the best piece within one of the best at every shape (docs/scaling.md).
+constexpr std::size_t kExchangeChunkAuto = ~std::size_t(0);
+constexpr std::size_t kExchangeChunkAutoBytes = std::size_t(512) << 10;
 // Steps in one persistent launch at most: the host sees progress, stop requests and the step
 // watchdog at these boundaries (and at every --print-every / --save-every boundary).
 constexpr int kPersistentRun = 32;
@@ -84,6 +89,7 @@ struct Config {
   bool profile = false;               // barriers + device syncs at phase boundaries (perturbs timings)
   Strategy strategy = Strategy::Allreduce;
   bool overlap = true;                // data parallel: reduce layer 2 while the dW1 GEMM runs
+  std::size_t exchange_chunk = kExchangeChunkAuto;  // bytes a piece of layer 1's staged exchange (0: one)
   NodeShared node_shared = NodeShared::Auto;  // --device cpu, ranks on one node: shared weights (setup.cpp)
   bool mpi_device = false;            // --mpi device: device pointers to a CUDA-aware MPI
   Graphs graph = Graphs::Auto;        // replay each step's kernels as CUDA Graphs (graphs_in_use)

@@ -65,6 +65,33 @@ void add_step_shape(nlohmann::ordered_json& report, const Run<T, Model>& R) {
 
 // The final parameters on every rank (model parallelism: put together on rank 0, for
 // everybody, and given to rank 0's evaluator).
+// The exchange beside the compute, from the phases' medians: how many pieces layer 1 went in,
+// the host-visible exchange a step (D2H + all-reduce + H2D: what the overlap and the pipeline
+// left exposed) and its ratio to the step's compute (forward and backward). Rank 0 prints a line
+// when the exchange took longer than the compute: at that shape more ranks cost more than they
+// save (docs/scaling.md).
+template <class T, class Model>
+void add_exchange(nlohmann::ordered_json& report, const Run<T, Model>& R) {
+  const auto median = [&](const char* phase) {
+    const auto& m = report["phases"][phase]["median_s"];
+    return m.is_number() ? m.template get<double>() : 0.0;
+  };
+  const double exposed = median("d2h") + median("allreduce") + median("h2d");
+  const double compute = median("forward_backward");
+  const std::size_t pieces = (R.n_layer1 + R.exchange_piece - 1) / R.exchange_piece;
+  const bool staged = !kOnHost<Model> && !R.mpi_in_place && !R.model_parallel;
+  report["exchange"] = {{"pieces", staged ? pieces : 1},
+                        {"piece_bytes", (staged ? R.exchange_piece : R.n_layer1) * sizeof(T)},
+                        {"exposed_s", R.ranks > 1 ? nlohmann::ordered_json(exposed) : nlohmann::ordered_json()},
+                        {"compute_s", compute},
+                        {"over_compute", R.ranks > 1 && compute > 0 ? nlohmann::ordered_json(exposed / compute)
+                                                                    : nlohmann::ordered_json()}};
+  if (R.out && R.ranks > 1 && compute > 0 && exposed > compute)
+    std::fprintf(R.out, "exchange: %.3f ms a step, %.1fx the step's compute (%.3f ms): at this shape %d ranks "
+                 "spend more time exchanging than computing (docs/scaling.md: how many GPUs pay)\n",
+                 1e3 * exposed, exposed / compute, 1e3 * compute, R.ranks);
+}
+
 template <class T, class Model>
 std::vector<T> final_params(Run<T, Model>& R) {
   if (!R.model_parallel) return R.model.get_params();
@@ -164,6 +191,7 @@ nlohmann::ordered_json performance_report(Run<T, Model>& R) {
     report["node_shared"] = R.setup.node_memory != nullptr;
     report["overlap_polls"] = R.result.overlap_polls;
     report["mpi_memory"] = cfg.mpi_device ? "device" : "host";
+    add_exchange(report, R);
     if constexpr (kOnHost<Model>)
       report["cpu"] = {{"threads_per_rank", R.setup.threads},
                        {"gemm", cpu_gemm_name(cfg.cpu_gemm)},

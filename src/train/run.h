@@ -2,6 +2,7 @@
 // and advanced by the loop (epoch.cpp), the step the setup chose (step.cpp) and the end of the
 // run (finish.cpp); and Phase, the scope of one timed phase of a step. Internal to src/train.
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -72,6 +73,8 @@ struct Run {
   // memory): no staging copies.
   const bool mpi_in_place;
   PinnedBuffer<T> h_grad, h_scores;  // host staging of the gradients / partial scores
+  // Layer 1's values a piece of the staged exchange (--exchange-chunk; n_layer1: one piece).
+  const std::size_t exchange_piece;
   // --report / --profile: rank 0 times every batch phase by phase with CUDA events
   // (report.h). --profile also lines the device and the ranks up at the phase boundaries,
   // so each phase's time is its own (a rank waiting for a slower one waits in an untimed
@@ -100,6 +103,17 @@ struct Run {
   double gemm_step_s = 0, gemm_flops_per_s = 0;
   TrainResult result;
 };
+
+// Pieces of the staged exchange at most (each takes a copy ticket, model.h).
+inline constexpr std::size_t kMaxExchangePieces = 32;
+
+// Layer 1's values a piece for --exchange-chunk bytes (0: one piece), at most kMaxExchangePieces.
+inline std::size_t exchange_piece_values(std::size_t chunk_bytes, std::size_t n_layer1, std::size_t value_size) {
+  const std::size_t bytes = chunk_bytes == kExchangeChunkAuto ? kExchangeChunkAutoBytes : chunk_bytes;
+  if (bytes == 0 || n_layer1 == 0) return n_layer1 ? n_layer1 : 1;
+  const std::size_t piece = std::max<std::size_t>(1, bytes / value_size);
+  return std::max(piece, (n_layer1 + kMaxExchangePieces - 1) / kMaxExchangePieces);
+}
 
 // With --profile, the device (and, with all_ranks, every rank) lines up at a phase boundary.
 template <class T, class Model>

@@ -172,12 +172,19 @@ void print_communication_line(std::FILE* out, const Config& cfg, const Setup<T, 
                  "[b1 | W2 | b2] all-reduced in place (--node-shared off: all-reduce everything)\n");
   else if (comm::size() == 1)
     std::fprintf(out, "communication: none (one rank)\n");
-  else
-    std::fprintf(out, "communication: %s, %s, MPI on %s memory\n", strategy_name(cfg.strategy),
+  else {
+    std::string pieces;
+    const std::size_t n_layer1 = std::size_t(cfg.hidden) * (kInputDim + 1);
+    const std::size_t piece = exchange_piece_values(cfg.exchange_chunk, n_layer1, sizeof(T));
+    if (!kOnHost<Model> && !cfg.mpi_device && cfg.strategy != Strategy::Model && piece < n_layer1)
+      pieces = ", layer 1 in " + std::to_string((n_layer1 + piece - 1) / piece) + " pieces of " +
+               std::to_string(piece * sizeof(T) >> 10) + " KiB, each summed while the next is copied (--exchange-chunk)";
+    std::fprintf(out, "communication: %s, %s, MPI on %s memory%s\n", strategy_name(cfg.strategy),
                  cfg.strategy == Strategy::Model ? "scores all-reduced per step"
                  : cfg.overlap && !cfg.profile ? "layer-2 reduction overlapped with the dW1 GEMM"
                                                : "no overlap",
-                 kOnHost<Model> ? "host (in place)" : cfg.mpi_device ? "device" : "pinned host");
+                 kOnHost<Model> ? "host (in place)" : cfg.mpi_device ? "device" : "pinned host", pieces.c_str());
+  }
 }
 
 }  // namespace
@@ -318,6 +325,7 @@ Run<T, Model>::Run(const Config& c, const HostData& d, std::FILE* o)
       mpi_in_place(c.mpi_device || kOnHost<Model>),
       h_grad(model_parallel || mpi_in_place ? 0 : n_params),
       h_scores(model_parallel && !mpi_in_place ? std::size_t(kNumClasses) * setup.max_part : 0),
+      exchange_piece(exchange_piece_values(c.exchange_chunk, n_layer1, sizeof(T))),
       timer(is_root && (!c.report.empty() || c.profile), kOnHost<Model>),
       overlap(c.overlap && !c.profile),
       split_passes(!setup.graphs),

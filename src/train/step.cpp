@@ -16,6 +16,8 @@
 // Tested by tests/train (test_train, test_strategies, test_fused, test_cpu_train) at 1-4 ranks.
 #include "train/step.h"
 
+#include <algorithm>
+#include <array>
 #include <stdexcept>
 #include <vector>
 
@@ -33,6 +35,10 @@ template <class T, class Model>
 void exchange_in_device_memory(Run<T, Model>& R);
 template <class T, class Model>
 void exchange_in_host_memory(Run<T, Model>& R);
+template <class T, class Model>
+void pipelined_layer1(Run<T, Model>& R, T* h, const std::array<int, kMaxExchangePieces>& copies);
+template <class T, class Model>
+void sum_now(Run<T, Model>& R, T* buf, std::size_t n);
 
 // ---- the default step ------------------------------------------------------------------------
 // Data parallelism (--strategy allreduce, or ps): each rank computes the gradient of its part of
@@ -67,28 +73,38 @@ comm::Request start_sum(Run<T, Model>& R, T* buf, std::size_t n) {
 // The default exchange: layer 2's gradient [W2 | b2] is copied to pinned host memory first (its
 // stage is done first) and its sum started while layer 1's [W1 | b1] is still being copied (the
 // dW1 GEMM may still run); then layer 1's sum; then the whole sum back to the device, where
-// sgd_step reads it. Without overlap the same two reductions run after both copies: the same MPI
-// operations on the same values, so the weights are bitwise identical either way.
+// sgd_step reads it. Layer 1 goes in pieces (--exchange-chunk): piece i is summed while piece
+// i + 1 is copied down and piece i - 1 copied back up (pipelined_layer1). Without overlap the
+// same reductions run after all the copies: the same MPI operations on the same values, so the
+// weights are bitwise identical either way.
 template <class T, class Model>
 void exchange_through_host(Run<T, Model>& R) {
   T* h = R.h_grad.get();
+  const std::size_t piece = R.exchange_piece, pieces = (R.n_layer1 + piece - 1) / piece;
+  std::array<int, kMaxExchangePieces> copies{};
+  int layer2_copy = 0;
   {
     Phase phase(R, Mark::D2H);
     NN_RANGE("cudaMemcpyDeviceToHost");
-    R.model.queue_download(h, R.n_layer1, R.n_params, Stage::Layer2Grads);
-    R.model.queue_download(h, 0, R.n_layer1, Stage::AllGrads);
-    R.model.wait_download(R.overlap ? Stage::Layer2Grads : Stage::AllGrads);
+    layer2_copy = R.model.queue_download(h, R.n_layer1, R.n_params, Stage::Layer2Grads);
+    for (std::size_t i = 0; i < pieces; ++i)
+      copies[i] = R.model.queue_download(h, i * piece, std::min(R.n_layer1, (i + 1) * piece), Stage::AllGrads);
+    R.model.wait_download(R.overlap ? layer2_copy : copies[pieces - 1]);  // the copies run in order
   }
   if (R.cfg.profile) {
     R.timer.mark(Mark::Untimed);
     boundary(R, true);  // waiting for the slowest rank: not the allreduce's time
+  }
+  if (pieces > 1) {
+    pipelined_layer1(R, h, copies);
+    return;
   }
   {
     Phase phase(R, Mark::Allreduce);
     NN_RANGE(R.mpi_range);
     comm::Request layer2 = start_sum(R, h + R.n_layer1, R.n_layer2);
     if (R.overlap)
-      while (!R.model.download_done(Stage::AllGrads)) {  // MPI progresses meanwhile
+      while (!R.model.download_done(copies[0])) {  // MPI progresses meanwhile
         layer2.test();
         ++R.overlap_polls;
       }
@@ -100,6 +116,32 @@ void exchange_through_host(Run<T, Model>& R) {
   }
   Phase phase(R, Mark::H2D);
   R.model.upload_grads(h);
+}
+
+// Layer 1 in pieces: while piece i is summed (one blocking call: the host has nothing else to
+// do), the copy engine still brings piece i + 1 down and takes piece i - 1 back up, so the copies
+// hide behind the sums. Layer 2's sum, started first, progresses while the host waits for a copy.
+// At 2 ranks every value is one addition whichever call sums it: the same bits as one piece.
+template <class T, class Model>
+void pipelined_layer1(Run<T, Model>& R, T* h, const std::array<int, kMaxExchangePieces>& copies) {
+  const std::size_t piece = R.exchange_piece, pieces = (R.n_layer1 + piece - 1) / piece;
+  {
+    Phase phase(R, Mark::Allreduce);
+    NN_RANGE(R.mpi_range);
+    comm::Request layer2 = start_sum(R, h + R.n_layer1, R.n_layer2);
+    for (std::size_t i = 0; i < pieces; ++i) {
+      const std::size_t begin = i * piece, end = std::min(R.n_layer1, begin + piece);
+      while (!R.model.download_done(copies[i])) {
+        layer2.test();
+        ++R.overlap_polls;
+      }
+      sum_now(R, h + begin, end - begin);
+      R.model.upload_grads(h, begin, end);  // queued: the host goes on with the next piece
+    }
+    layer2.wait();
+  }
+  Phase phase(R, Mark::H2D);
+  R.model.upload_grads(h, R.n_layer1, R.n_params);
 }
 
 // --mpi device: a CUDA-aware MPI reads and writes the gradient buffer in device memory itself.

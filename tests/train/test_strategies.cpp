@@ -17,6 +17,7 @@
 #include "model/device_model.h"
 #include "train/model_parallel.h"
 #include "synthetic.h"
+#include "train/run.h"
 #include "train/trainer.h"
 #ifdef SIM_EMULATOR
 #include "sim/sim_api.h"
@@ -81,6 +82,37 @@ TEST(Strategies, OverlapOnAndOffGiveIdenticalWeights) {
     c.overlap = true;
     expect_identical<float>(c, [](Config& x) { x.overlap = false; }, "--no-overlap");
   }
+}
+
+// --exchange-chunk: layer 1's staged exchange in pieces (H = 6: 4,710 values of layer 1, so 1 KiB
+// pieces are 19 of them; pipelined_layer1 in src/train/step.cpp). At 1 and 2 ranks each value is
+// one addition whichever MPI call sums it: the weights are one piece's, bit for bit; at 3 and 4
+// the library may add in another order, and the run still matches the reference. Overlap on and
+// off stay identical with pieces too.
+TEST(Strategies, ExchangeInPiecesGivesOnePiecesWeights) {
+  for (Strategy st : {Strategy::Allreduce, Strategy::ParamServer}) {
+    SCOPED_TRACE(strategy_name(st));
+    Config c = small_config(6, 7, 2);
+    c.strategy = st;
+    c.exchange_chunk = 0;
+    if (comm::size() <= 2 || st == Strategy::ParamServer) {  // ps sums in rank order, piece or not
+      expect_identical<float>(c, [](Config& x) { x.exchange_chunk = 1024; }, "--exchange-chunk 1024");
+    } else {
+      c.exchange_chunk = 1024;
+      expect_verified<float>(train_on<float>(c, make_data(60, 20), nullptr));
+    }
+    c.exchange_chunk = 1024;
+    expect_identical<float>(c, [](Config& x) { x.overlap = false; }, "--no-overlap with pieces");
+  }
+}
+
+TEST(Strategies, ExchangePiecesComeFromTheChunkSize) {
+  // 512 KiB of float values by default; at most kMaxExchangePieces pieces; 0 is one piece.
+  EXPECT_EQ(exchange_piece_values(kExchangeChunkAuto, 1u << 20, 4), std::size_t(128) << 10);
+  EXPECT_EQ(exchange_piece_values(0, 203'008, 4), 203'008u);
+  EXPECT_EQ(exchange_piece_values(4096, 100, 8), 512u);
+  EXPECT_EQ(exchange_piece_values(4, 3200, 4), 100u);  // 1-value pieces would be 3,200: capped at 32
+  EXPECT_EQ(exchange_piece_values(kExchangeChunkAuto, 0, 4), 1u);
 }
 
 TEST(Strategies, GraphOnAndOffGiveIdenticalWeights) {
