@@ -204,11 +204,24 @@ $(CUDA_DIR)/obj/%.o: %.cu | setup
 CUDA_SASS_ONLY := $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a))
 # The same for the cooperative grid barrier (the persistent step and the emulator's grid-barrier
 # tests): cooperative_groups' grid.sync() compiles to PTX (atom.add.release.gpu) that GPGPU-Sim
-# cannot parse.
+# cannot parse; the second persistent kernel's cp.async too; and the emulator's PDL and
+# asynchronous-copy tests (griddepcontrol, cp.async).
 $(CUDA_DIR)/obj/kernels/gemm/5_tf32x3.o $(CUDA_DIR)/obj/tests/kernels/test_gemm_tf32x3.o \
 $(CUDA_DIR)/obj/tests/sim/test_sim_wmma.o $(CUDA_DIR)/obj/bench/tc_peak.o \
-$(CUDA_DIR)/obj/kernels/ops/persistent_step.o $(CUDA_DIR)/obj/tests/sim/test_sim_coop.o: \
+$(CUDA_DIR)/obj/kernels/ops/persistent_step.o $(CUDA_DIR)/obj/kernels/ops/persistent_step2.o \
+$(CUDA_DIR)/obj/tests/sim/test_sim_coop.o $(CUDA_DIR)/obj/tests/sim/test_sim_pdl.o \
+$(CUDA_DIR)/obj/tests/sim/test_sim_async_copy.o: \
   NVCCFLAGS := $(filter-out $(CUDA_GENCODE),$(NVCCFLAGS)) $(CUDA_SASS_ONLY)
+# Programmatic dependent launch (kernels/common/pdl.h) in the fused step's kernels: griddepcontrol
+# exists from compute capability 9.0 and GPGPU-Sim's parser does not know it. These objects embed
+# SASS for each CUDA_ARCH (sm_90's with it) and PTX of compute_80 only (without it), which
+# GPGPU-Sim runs and a newer GPU compiles; common/pdl.cu turns PDL on only where the running code
+# came from compute_90 or later.
+CUDA_PDL_GENCODE := $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
+                    -gencode arch=compute_80,code=compute_80
+$(CUDA_DIR)/obj/kernels/common/pdl.o $(CUDA_DIR)/obj/kernels/ops/ops.o $(CUDA_DIR)/obj/kernels/ops/layer2.o \
+$(CUDA_DIR)/obj/kernels/gemm/4_warptile.o: \
+  NVCCFLAGS := $(filter-out $(CUDA_GENCODE),$(NVCCFLAGS)) $(CUDA_PDL_GENCODE)
 
 # Hopper's warpgroup MMA (variant 5's wgmma kernel and its test) exists only in sm_90a code,
 # which runs on compute capability 9.0 alone (H100, H200); built for it whatever CUDA_ARCH says,
