@@ -46,12 +46,21 @@ struct LaunchSite {
 };
 #define NN_LAUNCH_SITE(kernel) ::nn::LaunchSite{kernel, __FILE__, __LINE__}
 
-// k<<<grid, block, smem, s>>>(args...) through cudaLaunchKernelEx, with the programmatic stream
+// k<<<grid, block, smem, s>>>(args...), through cudaLaunchKernelEx with the programmatic stream
 // serialization attribute when programmatic_launch(); also inside a stream capture (the graph's
-// kernel nodes then carry programmatic edges). Errors as CHECK_LAUNCH reports them.
+// kernel nodes then carry programmatic edges). Errors as CHECK_LAUNCH reports them. Without PDL
+// the CUDA build launches as always (GPGPU-Sim has no cudaLaunchKernelEx); the emulator's
+// launch is the same either way.
 template <class... P, class... A>
 void launch_pdl(LaunchSite site, void (*k)(P...), dim3 grid, dim3 block, std::size_t smem, cudaStream_t s,
                 A&&... args) {
+#ifndef SIM_EMULATOR
+  if (!programmatic_launch()) {
+    k<<<grid, block, smem, s>>>(std::forward<A>(args)...);
+    CHECK_LAUNCH(site.kernel);
+    return;
+  }
+#endif
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;
