@@ -20,6 +20,7 @@ bool programmatic_launch();
 // The switch; returns the previous setting. NN_PDL=0 sets it off at start.
 bool set_programmatic_launch(bool on);
 
+#if defined(__CUDACC__) || defined(SIM_EMULATOR)
 // In a kernel launched by launch_pdl: before its first read of anything the kernels before it on
 // the stream write (and its first write of anything they read). A no-op without PDL.
 __device__ __forceinline__ void pdl_wait() {
@@ -38,7 +39,10 @@ __device__ __forceinline__ void pdl_trigger() {
   asm volatile("griddepcontrol.launch_dependents;" :::);
 #endif
 }
+#endif
 
+// The launch helper is for .cu files (nvcc or simcc); host .cpp files see the switch only.
+#if defined(__CUDACC__) || defined(SIM_EMULATOR)
 struct LaunchSite {
   const char* kernel;
   const char* file;
@@ -80,5 +84,6 @@ void launch_pdl(LaunchSite site, void (*k)(P...), dim3 grid, dim3 block, std::si
   if (e != cudaSuccess) throw_cuda(e, site.kernel, site.file, site.line);
   CHECK_LAUNCH(site.kernel);
 }
+#endif
 
 }  // namespace nn

@@ -85,7 +85,7 @@ __global__ void misaligned_kernel(const float* in, float* out) {
 }
 
 std::vector<float> iota(int n) {
-  std::vector<float> v(std::size_t(n));
+  std::vector<float> v(static_cast<std::size_t>(n));
   for (int i = 0; i < n; ++i) v[std::size_t(i)] = float(i) + 0.5f;
   return v;
 }
