@@ -5,8 +5,10 @@
 #                             whenever nvcc is found (GPU or not), run only on a GPU.
 #   Both link the host-only objects (build/host*): the C++ sources that see neither CUDA's
 #   headers nor the emulator's, compiled once (HOST_ONLY_SRCS).
-# Targets: all (default), test, run, data, setup, clean. `make help` lists them.
-# Variables: CXX MPICXX NVCC CUDA_HOME CUDA_ARCH USE_DOUBLE=1 DEBUG=1 SANITIZE=1 NP_LIST
+# Targets: all (default), trainer, test, run, data, setup, clean. `make help` lists them.
+# Variables: CXX MPICXX NVCC CUDA_HOME CUDA_ARCH USE_DOUBLE=1 DEBUG=1 SANITIZE=1 NP_LIST DNNL
+#   CPPFLAGS LDFLAGS and <DEP>_ROOT (build/deps.mk, written by .ci/deps.sh: where each
+#   dependency is; each target checks only the dependencies it uses: the .need-ROLE stamps).
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := all
@@ -29,11 +31,9 @@ NVCC_ON_PATH := $(shell command -v nvcc 2>/dev/null)
 CUDA_HOME ?= $(if $(NVCC_ON_PATH),$(patsubst %/bin/nvcc,%,$(NVCC_ON_PATH)),)
 NVCC      ?= $(if $(CUDA_HOME),$(CUDA_HOME)/bin/nvcc,nvcc)
 HAVE_NVCC := $(if $(wildcard $(NVCC)),yes,$(if $(shell command -v $(NVCC) 2>/dev/null),yes,))
-# Fat binary: SASS for each listed architecture, plus PTX of the newest for the future.
-CUDA_ARCH ?= 80 90
-CUDA_GENCODE := $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
-                -gencode arch=compute_$(lastword $(CUDA_ARCH)),code=compute_$(lastword $(CUDA_ARCH))
 NVTX_DIR  := $(if $(CUDA_HOME),$(wildcard $(CUDA_HOME)/include/nvtx3),)
+BUILD     ?= build
+include make/deps.mk
 
 # ---- output: one short line per step (`  CC    cpu  src/app/main.cpp`); V=1 prints the commands ----
 # Compiler messages and errors always show in full; `make V=1` shows each command line too.
@@ -46,12 +46,13 @@ endif
 # oneDNN: --device cpu's other GEMM library (--cpu-gemm onednn, src/model/cpu_gemm.cpp), with
 # its OpenMP runtime; setup installs libdnnl-dev on Debian. DNNL=0 builds without it (a cluster
 # without oneDNN): --cpu-gemm onednn is then refused with one line. Use it from a clean build.
-DNNL ?= 1
-export NN_DNNL := $(DNNL)
+# DNNL=auto (the default): with oneDNN where build/deps.mk found it, else without; DNNL=1 requires it.
+DNNL ?= auto
+DNNL_ON := $(if $(filter 1,$(DNNL_ON)),1,$(if $(filter 0,$(DNNL)),0,$(if $(filter onednn,$(DEPS_HAVE)),1,0)))
+export NN_DNNL := $(DNNL_ON)
 
 # ---- configuration -> build directory (configurations never share objects) ----
 CONFIG_TAG := $(if $(filter 1,$(USE_DOUBLE)),-double)$(if $(filter 1,$(DEBUG)),-debug)$(if $(filter 1,$(SANITIZE)),-san)
-BUILD     ?= build
 CPU_DIR   := $(BUILD)/cpu$(CONFIG_TAG)
 CUDA_DIR  := $(BUILD)/cuda$(CONFIG_TAG)
 # make cpu-gemm-lab's programs (plain g++, no project libraries: the lab loads each BLAS itself).
@@ -59,7 +60,7 @@ CPU_GEMM_DIR := $(BUILD)/cpu_gemm
 OPENBLAS_SO  := $(firstword $(wildcard /usr/lib/$(shell $(CXX) -print-multiarch 2>/dev/null)/libopenblas.so.0) libopenblas.so.0)
 
 DEFS     := -DOMPI_SKIP_MPICXX=1 -DMPICH_SKIP_MPICXX=1 $(if $(filter 1,$(USE_DOUBLE)),-DUSE_DOUBLE) $(if $(filter 1,$(DEBUG)),-DNN_DEBUG) \
-            $(if $(NVTX_DIR),-DNN_HAVE_NVTX) $(if $(filter 1,$(DNNL)),-DNN_HAVE_DNNL)
+            $(if $(NVTX_DIR),-DNN_HAVE_NVTX) $(if $(filter 1,$(DNNL_ON)),-DNN_HAVE_DNNL)
 # SANITIZE=1 compiles at -O1, as the sanitizers advise: under ASan + UBSan -O2 takes about twice as
 # long to compile, for tests that run in a minute either way; and with -g1, the line tables and
 # functions their reports name (full -g took 30-40 % longer to compile: 27 s against 16 s for
@@ -71,11 +72,14 @@ space    := $(empty) $(empty)
 SANFLAGS := $(if $(filter 1,$(SANITIZE)),-fsanitize=address$(comma)undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
 WARN     := -Wall -Wextra
 INCLUDES := -Isrc -Ikernels
-CXXFLAGS_COMMON := -std=c++20 $(OPT) $(WARN) $(DEFS) $(INCLUDES) -MMD -MP
-LIBS     := -larmadillo -lz $(if $(filter 1,$(DNNL)),-ldnnl -lgomp) -pthread
+CXXFLAGS_COMMON := -std=c++20 $(OPT) $(WARN) $(DEFS) $(INCLUDES) $(DEPS_CPPFLAGS) $(CPPFLAGS) -MMD -MP
+# Every library directory outside the system's has an rpath (build/deps.mk); DT_RPATH rather than
+# RUNPATH, so that a library's own dependencies in a module prefix are found without LD_LIBRARY_PATH.
+LINK_DIRS := $(LDFLAGS) $(DEPS_LDFLAGS) -Wl,--disable-new-dtags
+LIBS     := $(LINK_DIRS) $(DEPS_ARMA_LIBS) -lz $(if $(filter 1,$(DNNL_ON)),-ldnnl -lgomp) -pthread
 # The --device cpu model splits its elementwise passes over oneDNN's OpenMP threads
 # (src/model/cpu_model.cpp, CpuModel::split); without oneDNN they stay on one thread.
-CPU_MODEL_OMP := $(if $(filter 1,$(DNNL)),-fopenmp)
+CPU_MODEL_OMP := $(if $(filter 1,$(DNNL_ON)),-fopenmp)
 
 # ---- sources --------------------------------------------------------------------
 HOST_SRCS   := $(sort $(filter-out src/app/main.cpp,$(wildcard src/*/*.cpp src/*.cpp)))
@@ -108,7 +112,7 @@ objs = $(call obj,$(1),$(filter-out $(HOST_ONLY_SRCS),$(2))) $(call obj,$(HOST_D
 $(HOST_DIR)/nvtx-include/nvtx3:
 	@mkdir -p $(dir $@) && ln -sfn $(abspath $(NVTX_DIR)) $@
 $(HOST_DIR)/obj/src/model/cpu_model.o: HOST_CXXFLAGS += $(CPU_MODEL_OMP)
-$(HOST_DIR)/obj/%.o: %.cpp | setup $(if $(NVTX_DIR),$(HOST_DIR)/nvtx-include/nvtx3)
+$(HOST_DIR)/obj/%.o: %.cpp | $(call need,trainer) $(if $(NVTX_DIR),$(HOST_DIR)/nvtx-include/nvtx3)
 	@mkdir -p $(dir $@)
 	$(call step,CC,host,$<)$(MPICXX) $(HOST_CXXFLAGS) -c $< -o $@
 
@@ -132,7 +136,7 @@ CPU_LDLIBS   := $(LIBS) -lopenblas -lboost_context $(SANFLAGS)
 $(CPU_DIR)/nvtx-include/nvtx3:
 	@mkdir -p $(dir $@) && ln -sfn $(abspath $(NVTX_DIR)) $@
 
-$(CPU_DIR)/obj/%.o: %.cpp | setup $(if $(NVTX_DIR),$(CPU_DIR)/nvtx-include/nvtx3)
+$(CPU_DIR)/obj/%.o: %.cpp | $(call need,trainer emulator) $(if $(NVTX_DIR),$(CPU_DIR)/nvtx-include/nvtx3)
 	@mkdir -p $(dir $@)
 	$(call step,CC,cpu,$<)$(MPICXX) $(CPU_CXXFLAGS) -c $< -o $@
 
@@ -140,11 +144,11 @@ $(CPU_DIR)/obj/%.o: %.cpp | setup $(if $(NVTX_DIR),$(CPU_DIR)/nvtx-include/nvtx3
 # each kernel, guard pages): built without them, or they would catch its accesses first.
 $(CPU_DIR)/obj/tests/sim/test_sim_fence.o: CPU_CXXFLAGS += -fno-sanitize=kernel-address
 $(CPU_DIR)/obj/src/model/cpu_model.o: CPU_CXXFLAGS += $(CPU_MODEL_OMP)
-$(CPU_DIR)/obj/%.o: %.cu $(SIMCC) | setup $(if $(NVTX_DIR),$(CPU_DIR)/nvtx-include/nvtx3)
+$(CPU_DIR)/obj/%.o: %.cu $(SIMCC) | $(call need,trainer emulator) $(if $(NVTX_DIR),$(CPU_DIR)/nvtx-include/nvtx3)
 	@mkdir -p $(dir $@)
 	$(call step,SIMCC,cpu,$<)CXX="$(MPICXX)" $(PYTHON) $(SIMCC) $(CPU_CXXFLAGS) -c $< -o $@
 
-$(CPU_SIM_OBJ): $(CPU_DIR)/obj/%.o: %.cpp | setup
+$(CPU_SIM_OBJ): $(CPU_DIR)/obj/%.o: %.cpp | $(call need,trainer emulator)
 	@mkdir -p $(dir $@)
 	$(call step,CC,cpu,$<)$(CXX) $(CPU_CXXFLAGS) -c $< -o $@
 
@@ -170,14 +174,15 @@ $(CPU_TESTS): $(CPU_TEST_OBJ) $(CPU_LIB) $(CPU_SIMLIB)
 # NVTX range test (tests/nvtx): an NVTX injection library, plain C++ without CUDA, that
 # the trainer's NVTX3 loads through NVTX_INJECTION64_PATH; only where nvtx3 exists.
 NVTX_RECORDER := $(CPU_DIR)/lib/libnvtx_recorder.so
-$(NVTX_RECORDER): tests/nvtx/nvtx_recorder.cpp | setup $(CPU_DIR)/nvtx-include/nvtx3
+$(NVTX_RECORDER): tests/nvtx/nvtx_recorder.cpp | $(call need,toolchain) $(CPU_DIR)/nvtx-include/nvtx3
 	@mkdir -p $(dir $@)
 	$(call step,CC,cpu,$<)$(CXX) -std=c++20 -O2 -Wall -Wextra -fPIC -shared -I$(CPU_DIR)/nvtx-include $< -o $@
 
 # ---- CUDA build ----------------------------------------------------------------------
-CUDA_CXXFLAGS := $(CXXFLAGS_COMMON) -I$(CUDA_HOME)/include
+include make/cuda_arch.mk
+CUDA_CXXFLAGS := $(CXXFLAGS_COMMON) $(or $(DEPS_CUDA_INC),-I$(CUDA_HOME)/include)
 NVCCFLAGS     := -std=c++20 $(if $(filter 1,$(DEBUG)),-G -O0,-O3 -lineinfo) $(DEFS) $(INCLUDES) \
-                 -I$(CUDA_HOME)/include $(CUDA_GENCODE) -ccbin $(CXX) -MMD -MP \
+                 $(or $(DEPS_CUDA_INC),-I$(CUDA_HOME)/include) $(CUDA_GENCODE) -ccbin $(CXX) -MMD -MP \
                  -Xcompiler "$(WARN)" $(NVCC_EXTRA)
 # SANITIZE=1 instruments the host-only objects, not the CUDA build: it then compiles its own.
 cuda_objs = $(if $(filter 1,$(SANITIZE)),$(call obj,$(CUDA_DIR),$(1)),$(call objs,$(CUDA_DIR),$(1)))
@@ -187,14 +192,14 @@ CUDA_TEST_OBJ := $(call cuda_objs,$(TEST_SRCS) $(TEST_CU))
 CUDA_LIB      := $(CUDA_DIR)/libnn.a
 CUDA_TRAIN    := $(CUDA_DIR)/bin/nn_train
 CUDA_TESTS    := $(CUDA_DIR)/bin/nn_tests
-CUDA_LDLIBS   := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart $(LIBS) -lopenblas
+CUDA_LDLIBS   := $(or $(DEPS_CUDA_LD),-L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64) -lcublas -lcudart $(LIBS) -lopenblas
 
-$(CUDA_DIR)/obj/%.o: %.cpp | setup
+$(CUDA_DIR)/obj/%.o: %.cpp | $(call need,trainer cuda)
 	@mkdir -p $(dir $@)
 	$(call step,CC,cuda,$<)$(MPICXX) $(CUDA_CXXFLAGS) -c $< -o $@
 $(CUDA_DIR)/obj/src/model/cpu_model.o: CUDA_CXXFLAGS += $(CPU_MODEL_OMP)
 
-$(CUDA_DIR)/obj/%.o: %.cu | setup
+$(CUDA_DIR)/obj/%.o: %.cu | $(call need,trainer cuda)
 	@mkdir -p $(dir $@)
 	$(call step,NVCC,cuda,$<)$(NVCC) $(NVCCFLAGS) -c $< -o $@
 # TF32 tensor-core code (GEMM variant 5, its test, bench/tc_peak.cu) is built as machine code
@@ -204,21 +209,28 @@ $(CUDA_DIR)/obj/%.o: %.cu | setup
 CUDA_SASS_ONLY := $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a))
 # The same for the cooperative grid barrier (the persistent step and the emulator's grid-barrier
 # tests): cooperative_groups' grid.sync() compiles to PTX (atom.add.release.gpu) that GPGPU-Sim
-# cannot parse; the second persistent kernel's cp.async too; and the emulator's PDL and
-# asynchronous-copy tests (griddepcontrol, cp.async).
-$(CUDA_DIR)/obj/kernels/gemm/5_tf32x3.o $(CUDA_DIR)/obj/tests/kernels/test_gemm_tf32x3.o \
-$(CUDA_DIR)/obj/tests/sim/test_sim_wmma.o $(CUDA_DIR)/obj/bench/tc_peak.o \
-$(CUDA_DIR)/obj/kernels/ops/persistent_step.o $(CUDA_DIR)/obj/kernels/ops/persistent_step2.o \
-$(CUDA_DIR)/obj/tests/sim/test_sim_coop.o $(CUDA_DIR)/obj/tests/sim/test_sim_pdl.o \
-$(CUDA_DIR)/obj/tests/sim/test_sim_async_copy.o: \
+# cannot parse; the second persistent kernel's cp.async too, and the emulator's PDL test
+# (griddepcontrol, in its sm_90 code).
+# Variant 5's kernel guards its tensor-core instructions (mma_tf32.h: a trap before sm_80, and
+# --gemm 5 is refused on such a GPU), so it builds for every CUDA_ARCH; its test, the emulator's
+# WMMA test and tc_peak use TF32 wmma unguarded and build for the TF32 architectures alone, and so
+# do the second persistent kernel and the emulator's async-copy test (cp.async exists from sm_80;
+# without code for the GPU, the persistent step's plan falls back to the first kernel).
+$(CUDA_DIR)/obj/kernels/gemm/5_tf32x3.o \
+$(CUDA_DIR)/obj/kernels/ops/persistent_step.o $(CUDA_DIR)/obj/tests/sim/test_sim_coop.o \
+$(CUDA_DIR)/obj/tests/sim/test_sim_pdl.o: \
   NVCCFLAGS := $(filter-out $(CUDA_GENCODE),$(NVCCFLAGS)) $(CUDA_SASS_ONLY)
+$(CUDA_DIR)/obj/tests/kernels/test_gemm_tf32x3.o $(CUDA_DIR)/obj/tests/sim/test_sim_wmma.o $(CUDA_DIR)/obj/bench/tc_peak.o \
+$(CUDA_DIR)/obj/kernels/ops/persistent_step2.o $(CUDA_DIR)/obj/tests/sim/test_sim_async_copy.o: \
+  NVCCFLAGS := $(filter-out $(CUDA_GENCODE),$(NVCCFLAGS)) $(foreach a,$(CUDA_TF32_ARCH),-gencode arch=compute_$(a),code=sm_$(a))
 # Programmatic dependent launch (kernels/common/pdl.h) in the fused step's kernels: griddepcontrol
 # exists from compute capability 9.0 and GPGPU-Sim's parser does not know it. These objects embed
-# SASS for each CUDA_ARCH (sm_90's with it) and PTX of compute_80 only (without it), which
-# GPGPU-Sim runs and a newer GPU compiles; common/pdl.cu turns PDL on only where the running code
-# came from compute_90 or later.
+# SASS for each CUDA_ARCH (sm_90's with it) and PTX of the oldest architecture below 9.0 (80 when
+# none is listed), which has none: GPGPU-Sim runs it and a newer GPU compiles it; common/pdl.cu
+# turns PDL on only where the running code came from compute_90 or later.
+CUDA_PDL_PTX := $(if $(shell [ $(CUDA_PTX_ARCH) -lt 90 ] && echo y),$(CUDA_PTX_ARCH),80)
 CUDA_PDL_GENCODE := $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
-                    -gencode arch=compute_80,code=compute_80
+                    -gencode arch=compute_$(CUDA_PDL_PTX),code=compute_$(CUDA_PDL_PTX)
 $(CUDA_DIR)/obj/kernels/common/pdl.o $(CUDA_DIR)/obj/kernels/ops/ops.o $(CUDA_DIR)/obj/kernels/ops/layer2.o \
 $(CUDA_DIR)/obj/kernels/gemm/4_warptile.o: \
   NVCCFLAGS := $(filter-out $(CUDA_GENCODE),$(NVCCFLAGS)) $(CUDA_PDL_GENCODE)
@@ -242,13 +254,22 @@ $(CUDA_BENCH): $(CUDA_DIR)/bin/%: $(CUDA_DIR)/obj/bench/%.o $(CUDA_LIB)
 	@mkdir -p $(dir $@)
 	$(call step,LINK,cuda,$(notdir $@))$(MPICXX) $^ $(CUDA_LDLIBS) -o $@
 
+# The test suite's objects also need GoogleTest.
+$(CPU_TEST_OBJ) $(CUDA_TEST_OBJ): | $(call need,tests)
+
 $(CUDA_TESTS): $(CUDA_TEST_OBJ) $(CUDA_LIB)
 	@mkdir -p $(dir $@)
 	$(call step,LINK,cuda,$(notdir $@))$(MPICXX) $^ -lgtest $(CUDA_LDLIBS) -o $@
 
 # ---- top-level targets -----------------------------------------------------------------
-.PHONY: all cpu cpu-test-bins cuda test sanitize-build test-sanitize test-build test-cpu test-gpu-grid test-cuda sanitize-gpu test-sim-examples test-nvtx run data setup clean help bench
+.PHONY: all trainer cpu cpu-test-bins cuda test sanitize-build test-sanitize test-build test-cpu test-gpu-grid test-cuda sanitize-gpu test-sim-examples test-nvtx run data setup clean help bench
 
+# `make trainer`: the one nn_train a cluster job runs: the CUDA build's where nvcc exists (it needs
+# MPI, CUDA, Armadillo, a BLAS, zlib, CLI11, nlohmann-json), else the emulator build's (which adds
+# Boost.Context and runs --device cpu or the emulator). No tests, no benches.
+TRAINER := $(if $(HAVE_NVCC),$(CUDA_TRAIN),$(CPU_TRAIN))
+trainer: $(TRAINER)
+	@echo "trainer: $(TRAINER)"
 cpu: cpu-test-bins $(CPU_BENCH)
 # What the test targets run from the emulator build (no bench programs): all make test-sanitize builds.
 cpu-test-bins: $(CPU_TRAIN) $(CPU_TESTS) $(if $(NVTX_DIR),$(NVTX_RECORDER))
@@ -261,8 +282,8 @@ all: cpu $(if $(HAVE_NVCC),cuda)
 # the stamp makes a second run do nothing until the script changes.
 SETUP_STAMP := $(BUILD)/.setup-done
 setup: $(SETUP_STAMP)
-$(SETUP_STAMP): .ci/setup.sh
-	$(call step,SETUP,,.ci/setup.sh: checking the dependencies)bash .ci/setup.sh
+$(SETUP_STAMP): .ci/setup.sh .ci/deps.sh .ci/deps_lib.sh
+	$(call step,SETUP,,.ci/setup.sh: checking the dependencies)NN_DNNL=$(DNNL) bash .ci/setup.sh
 	@mkdir -p $(dir $@) && touch $@
 # Targets that need more than the base build depend on setup-COMPONENT (plots, scaling, peer,
 # fuzz, slurm, gpgpusim, multinode): the same script checks and installs that component's part
@@ -370,7 +391,7 @@ test-build: $(CPU_TRAIN) $(CPU_DIR)/bin/gemm_bench data $(CPU_GEMM_DIR)/bin/cpu_
 	@$(PYTHON) tests/build/check_sizes.py src kernels tests
 	@echo "== tests/build/check_links.py: every link and repository path in the Markdown files exists =="
 	@$(PYTHON) tests/build/check_links.py
-	@echo "== tests/build/check_docs.py: usage.md has every option, the README every GEMM variant, no journal phrases =="
+	@echo "== tests/build/check_docs.py: usage.md has every option, the GEMM table every variant, no journal phrases, dates or commit hashes outside provenance lines =="
 	@$(PYTHON) tests/build/check_docs.py
 	@echo "== tests/build/check_gemm_registry.py: the GEMM registry, --help, kernels/gemm/README.md and the bench agree =="
 	@$(MPI_ENV) $(PYTHON) tests/build/check_gemm_registry.py $(CPU_TRAIN) $(CPU_DIR)/bin/gemm_bench
@@ -378,6 +399,8 @@ test-build: $(CPU_TRAIN) $(CPU_DIR)/bin/gemm_bench data $(CPU_GEMM_DIR)/bin/cpu_
 	@$(PYTHON) tests/build/check_graph.py $(MAKE)
 	@echo "== tests/build/check_host_only.py: the objects both builds share ($(HOST_DIR)) include nothing of CUDA or the emulator =="
 	@$(PYTHON) tests/build/check_host_only.py $(HOST_DIR) $(HOST_ONLY_SRCS)
+	@echo "== tests/build/check_data.sh: make data offline: a user's own IDX files used, never deleted; one-line errors =="
+	@bash tests/build/check_data.sh
 	@echo "== tests/build/check_setup.py: setup components (.ci/setup.sh plots, fuzz, ...) run before the targets that need them =="
 	@$(PYTHON) tests/build/check_setup.py $(MAKE)
 	@echo "== make cpu-gemm-lab's programs, small: OpenBLAS's five step GEMMs checked against float64 sums; the FMA loop runs =="
@@ -385,6 +408,8 @@ test-build: $(CPU_TRAIN) $(CPU_DIR)/bin/gemm_bench data $(CPU_GEMM_DIR)/bin/cpu_
 	@$(CPU_GEMM_DIR)/bin/fma_peak --threads 1 --seconds 0.02 --repeats 1 | grep -q '^peak, 1 thread: '
 	@echo "== tc_peak --quick (emulator): the WMMA TF32 and FP32 FMA peak kernels run and store exact results =="
 	@$(if $(filter 1,$(SANITIZE)),$(SAN_ENV)1 )$(CPU_DIR)/bin/tc_peak --quick > $(BUILD)/tc_peak_quick.txt || { cat $(BUILD)/tc_peak_quick.txt; exit 1; }
+	@echo "== tests/bench: the scaling model's algebra and fits (bench/scaling_model.py; make test-scaling-model) =="
+	@$(PYTHON) -m unittest discover -s tests/bench -p 'test_*.py'
 	@echo "== tests/build/concurrent_runs.sh: simultaneous launches, each with its own Open MPI session directory =="
 	@$(MPI_ENV) $(if $(filter 1,$(SANITIZE)),$(SAN_ENV)0) bash tests/build/concurrent_runs.sh $(CPU_TRAIN) data/current
 test-cuda: cuda
@@ -411,9 +436,9 @@ run: $(RUN_TRAIN) data
 	@echo "== $(strip $(RUN_TRAIN) --data data/current $(RUN_DEVICE) $(RUN_ARGS)) =="
 	@$(MPI_ENV) SIM_WORKERS=$${SIM_WORKERS:-0} $(SINGLETON) $(RUN_TRAIN) --data data/current $(RUN_DEVICE) $(RUN_ARGS)
 
-# After setup: offline, the Fashion-MNIST fallback is a package setup installs (under -j,
-# `make run` would otherwise look for it while apt-get is still installing it).
-data: setup
+# No library: get_mnist.sh needs bash, curl (optional) and gzip. As root on Debian the probe
+# that every other goal starts with has installed the offline Fashion-MNIST package first.
+data:
 	$(call step,DATA,,data/get_mnist.sh)bash data/get_mnist.sh
 
 # `make bench`: the GEMM lab (every variant validated, then timed; CSV), the emulator's
@@ -421,9 +446,9 @@ data: setup
 # On a GPU the CUDA build's full-size GEMM lab runs; otherwise emulator figures only.
 BENCH_OUT ?= $(BUILD)/bench
 SIM_BENCH := $(CPU_DIR)/bin/sim_bench_tiled
-$(SIM_BENCH): sim/examples/bench_tiled.cu $(CPU_SIMLIB) | setup
+$(SIM_BENCH): sim/examples/bench_tiled.cu $(CPU_SIMLIB) | $(call need,trainer emulator)
 	@mkdir -p $(dir $@)
-	$(call step,SIMCC,cpu,$<)$(PYTHON) $(SIMCC) -O2 $(SANFLAGS) --no-sim-runtime $< $(CPU_SIMLIB) -lboost_context -pthread -o $@
+	$(call step,SIMCC,cpu,$<)$(PYTHON) $(SIMCC) -O2 $(SANFLAGS) --no-sim-runtime $(DEPS_CPPFLAGS) $(CPPFLAGS) $< $(CPU_SIMLIB) $(LINK_DIRS) -lboost_context -pthread -o $@
 bench: all $(SIM_BENCH)
 	@mkdir -p $(BENCH_OUT)
 	@if [ "$(HAVE_NVCC)" = yes ] && [ "$(GPU_VISIBLE)" = yes ]; then \
@@ -462,10 +487,10 @@ peer: setup-peer $(CPU_TRAIN) $(CPU_GEMM_DIR)/bin/fma_peak data $(if $(and $(HAV
 # BLIS, oneDNN and Intel MKL (PyPI, into $(BUILD)/venv-mkl) at 1 and 2 threads, every result
 # checked, and the machine's FMA peak (bench/cpu_gemm/lab.sh; CSV and summary in $(BUILD)/cpu_gemm).
 # Plain g++ builds, without the project's libraries: the lab loads each BLAS itself.
-$(CPU_GEMM_DIR)/bin/cpu_gemm_lab: bench/cpu_gemm/lab.cpp | setup
+$(CPU_GEMM_DIR)/bin/cpu_gemm_lab: bench/cpu_gemm/lab.cpp | $(call need,toolchain)
 	@mkdir -p $(dir $@)
 	$(call step,CC,host,$<)$(CXX) -std=c++20 -O2 $(WARN) $< -ldl -o $@
-$(CPU_GEMM_DIR)/bin/fma_peak: bench/cpu_gemm/fma_peak.cpp | setup
+$(CPU_GEMM_DIR)/bin/fma_peak: bench/cpu_gemm/fma_peak.cpp | $(call need,toolchain)
 	@mkdir -p $(dir $@)
 	$(call step,CC,host,$<)$(CXX) -std=c++20 -O2 $(WARN) -pthread $< -o $@
 .PHONY: cpu-gemm-lab
@@ -480,6 +505,7 @@ include tests/gpgpusim/gpgpusim.mk
 include bench/scaling.mk
 include tests/multinode/multinode.mk
 include tests/nsys/nsys.mk
+include tests/cluster/cluster.mk
 
 clean:
 	rm -rf $(BUILD)
@@ -496,11 +522,14 @@ help:
 	@echo "make plots   roofline, training curves, GEMM bars, phase breakdown (PNG, build/plots/)"
 	@echo "make peer    our reference vs PyTorch on the same network (and our GPU build vs PyTorch on a GPU)"
 	@echo "make cpu-gemm-lab  OpenBLAS vs BLIS, oneDNN, MKL at the --device cpu GEMM shapes, 1 and 2 threads; the FMA peak"
-	@echo "make scaling strong/weak scaling x strategies + variant ratios (CSV, PNG in build/scaling/)"
+	@echo "make scaling how many GPUs pay: the scaling model's tables and plots from committed measurements (build/scaling/model/)"
+	@echo "make scaling-study strong/weak scaling x strategies + variant ratios on this machine (CSV, PNG in build/scaling/)"
 	@echo "make test-build  sizes of src/ files and functions, Markdown links, GEMM registry agreement, the dependency graph, simultaneous launches"
 	@echo "make test-cli    bad input (every corrupt IDX class, bad options, bad checkpoints) and a killed rank, end to end"
 	@echo "make test-slurm  a local one-node Slurm cluster (root): submit slurm/*.sbatch, check COMPLETED"
 	@echo "make test-nsys   nsys.sh under Debian's Nsight Systems (root): 2 ranks, each rank's NVTX ranges and counts checked"
+	@echo "make test-cluster  a non-root user builds and tests on a simulated login node, modules in both styles (root)"
+	@echo "make trainer the one nn_train a job runs: the CUDA build's where nvcc exists, else the emulator build's"
 	@echo "make test-multinode  2 simulated nodes (root; namespaces): mpirun and sbatch -N 2, device mapping, node faults, hung rank"
 	@echo "make sanitize-gpu  compute-sanitizer memcheck/racecheck/synccheck on the CUDA tests (GPU only)"
 	@echo "make gpgpusim      build GPGPU-Sim (pinned commit + tests/gpgpusim/gpgpu-sim.patch), cached in ~/.cache/nn-gpgpusim"
@@ -509,6 +538,6 @@ help:
 	@echo "make fuzz    libFuzzer on the IDX parser and checkpoint reader, FUZZ_SECONDS=60 each (clang)"
 	@echo "make setup   check/install dependencies (make setup-plots, setup-peer, ...: what one target needs beyond the build)"
 	@echo "make clean   remove $(BUILD)/"
-	@echo "variables: V=1 (print the commands) USE_DOUBLE=1 DEBUG=1 SANITIZE=1 CUDA_HOME= CUDA_ARCH='80 90' NP_LIST='1 2' DNNL=0"
+	@echo "variables: V=1 (print the commands) USE_DOUBLE=1 DEBUG=1 SANITIZE=1 CUDA_HOME= CUDA_ARCH='75 80 90'|native NP_LIST='1 2' DNNL=auto|0|1 CPPFLAGS= LDFLAGS= <DEP>_ROOT="
 
 -include $(shell find $(CPU_DIR) $(CUDA_DIR) $(HOST_DIR) -name '*.d' 2>/dev/null)

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # shellcheck disable=SC2317  # the checks are called indirectly, through need() and check_all
-# Checks every build dependency by what the build needs (a header, a library, a tool),
-# not by package name, so it also works with cluster modules. On a Debian-family system
-# as root it installs what is missing with apt-get; elsewhere it says exactly what is
-# missing and how to get it, and fails. Run by `make setup` (all targets depend on it).
+# Checks the build dependencies by what the build needs (a header, a library, a tool), not
+# by package name: the base through .ci/deps.sh, the same probes and flags as the build, so it
+# also works with cluster modules and prefixes. On a Debian-family system as root it installs
+# what is missing with apt-get; elsewhere it prints one line per dependency (found where, or
+# missing and needed by which targets) and fails. Run by `make setup`; tested by make test-build.
 #
-#   bash .ci/setup.sh [--check] [COMPONENT...]
+#   bash .ci/setup.sh [--check | --auto] [COMPONENT...]
 #
+# --auto (make, before probing): install as root on Debian, else do nothing; never fails.
 # No component: `base`, what `make` builds with. The optional components, each for the make
 # targets that need more than the base build (the Makefile runs them through the stamps
 # $(BUILD)/.setup-COMPONENT, `make setup-COMPONENT`):
@@ -34,13 +36,15 @@ CXX=${CXX:-g++}
 MPICXX=${MPICXX:-mpicxx}
 CLANGXX=${CLANGXX:-clang++}
 PY=${PLOTS_PYTHON:-/usr/bin/python3}
-OPTIONAL_PKGS=(dataset-fashion-mnist)  # missing and not installable: a note, not a failure
+OPTIONAL_PKGS=(dataset-fashion-mnist ?libdnnl-dev)  # missing and not installable: a note, not a failure
 
 check_only=
+auto=
 selected=()
 for arg in "$@"; do
   case $arg in
     --check) check_only=yes ;;
+    --auto) auto=yes ;;
     --list) echo "${COMPONENTS[*]}"; exit 0 ;;
     *)
       if [[ " ${COMPONENTS[*]} " != *" $arg "* ]]; then
@@ -116,21 +120,32 @@ need_module() {  # need_module <module> <debian-package> <description>
   fi
 }
 
+# The Debian packages of each dependency .ci/deps.sh probes (cuda and nvtx3: none).
+deb_of() {
+  case $1 in
+    cxx) echo g++ ;; mpi) echo "openmpi-bin libopenmpi-dev" ;; python3) echo python3 ;;
+    armadillo) echo libarmadillo-dev ;; openblas) echo libopenblas-dev ;; zlib) echo zlib1g-dev ;;
+    cli11) echo libcli11-dev ;; json) echo nlohmann-json3-dev ;; gtest) echo libgtest-dev ;;
+    boost_context) echo libboost-context-dev ;; onednn) echo libdnnl-dev ;;
+  esac
+}
+DEPS_REPORT=''
 check_base() {
-  need g++                   "a C++20 compiler"                 have_cmd "$CXX"
-  need python3               "python3 (runs sim/simcc)" have_cmd python3
-  need openmpi-bin           "mpirun"                           have_cmd mpirun
-  need libopenmpi-dev        "MPI C++ wrapper $MPICXX"          have_cmd "$MPICXX"
-  need libarmadillo-dev      "Armadillo"                        have_lib armadillo -larmadillo
-  need libopenblas-dev       "OpenBLAS (Armadillo, sim cuBLAS)" have_lib cblas.h -lopenblas
-  # oneDNN (--cpu-gemm onednn): not with `make DNNL=0` (NN_DNNL=0), a build without it.
-  [ "${NN_DNNL:-1}" = 0 ] ||
-    need libdnnl-dev         "oneDNN (--cpu-gemm onednn; make DNNL=0 builds without it)" have_lib dnnl.h -ldnnl
-  need libgtest-dev          "GoogleTest"                       have_lib gtest/gtest.h "-lgtest -pthread"
-  need libboost-context-dev  "Boost.Context (emulator fibers)"  have_lib boost/context/detail/fcontext.hpp -lboost_context
-  need zlib1g-dev            "zlib"                             have_lib zlib.h -lz
-  need libcli11-dev          "CLI11"                            have_lib CLI/CLI.hpp
-  need nlohmann-json3-dev    "nlohmann-json"                    have_lib nlohmann/json.hpp
+  local tmp name st line pkgs
+  tmp=$(mktemp -d)
+  CXX=$CXX MPICXX=$MPICXX DNNL=${NN_DNNL:-auto} bash "$(dirname "$0")/deps.sh" probe "$tmp/deps.mk" >/dev/null
+  DEPS_REPORT=$(cut -d'|' -f3- "$tmp/deps.mk.txt")
+  while IFS='|' read -r name st line; do
+    pkgs=$(deb_of "$name")
+    [ -n "$pkgs" ] || continue
+    case $st in
+      found) ;;
+      # oneDNN is optional (DNNL=auto): installed where apt-get can, never a failure.
+      off) [ "$name" != onednn ] || [ "${NN_DNNL:-auto}" = 0 ] || need "?$pkgs" "$line" false ;;
+      *) need "$pkgs" "$line" false ;;
+    esac
+  done <"$tmp/deps.mk.txt"
+  rm -rf "$tmp"
   # Offline data: Debian ships Fashion-MNIST in IDX format (make data falls back to it).
   need dataset-fashion-mnist "Fashion-MNIST (offline data)"     test -d /usr/share/datasets/fashion-mnist
 }
@@ -233,13 +248,22 @@ only_optional() {
 }
 
 report_missing() {
-  [ ${#missing_desc[@]} -eq 0 ] || echo "$tag missing: ${missing_desc[*]}"
-  local m
+  local d m
+  if [ -n "$DEPS_REPORT" ]; then
+    echo "$DEPS_REPORT"
+    for d in "${missing_desc[@]}"; do [[ $d == deps:* ]] || echo "$tag missing: $d"; done
+  elif [ ${#missing_desc[@]} -gt 0 ]; then
+    echo "$tag missing: ${missing_desc[*]}"
+  fi
   for m in "${missing_manual[@]}"; do echo "$tag missing: $m"; done
 }
 
+if [ -n "$auto" ]; then
+  { [ "$(id -u)" -eq 0 ] && have_cmd apt-get; } || exit 0
+fi
 check_all
 [ ${#missing_pkgs[@]} -eq 0 ] && [ ${#missing_manual[@]} -eq 0 ] && exit 0
+[ -n "$auto" ] && only_optional && ! have_cmd apt-get && exit 0
 
 report_missing
 if [ -z "$check_only" ] && [ ${#missing_pkgs[@]} -gt 0 ] && have_cmd apt-get && [ "$(id -u)" -eq 0 ]; then
@@ -288,10 +312,10 @@ if [ ${#missing_pkgs[@]} -gt 0 ]; then
     [[ " ${missing_pkgs[*]} " != *" !"* ]] ||
       echo "                  (nsight-systems: Debian's non-free component, or NVIDIA's installer; on a cluster 'module load nsight-systems')"
     if [[ " ${selected[*]} " == *" base "* ]]; then
-      echo "  On a cluster:   try 'module avail' then e.g. 'module load gcc openmpi armadillo boost cuda onednn';"
-      echo "                  without oneDNN, build with 'make DNNL=0' (no --cpu-gemm onednn)."
-      echo "                  point CXX/MPICXX/CUDA_HOME at the loaded toolchain and add include/lib"
-      echo "                  paths through CPATH and LIBRARY_PATH (and LD_LIBRARY_PATH) before 'make'."
+      echo "  Without root:   'module load' what the lines above name (Lmod, Spack or EasyBuild modules),"
+      echo "                  or point the build at a prefix: NAME_ROOT=PREFIX, PKG_CONFIG_PATH, CMAKE_PREFIX_PATH,"
+      echo "                  CPATH + LIBRARY_PATH, or CPPFLAGS + LDFLAGS (docs/cluster.md#building-on-a-cluster)."
+      echo "                  Each target needs only its own: 'make trainer' no GoogleTest, the CUDA trainer no Boost."
       echo "  The Fashion-MNIST fallback is optional when 'make data' can download MNIST."
     fi
   } >&2

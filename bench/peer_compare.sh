@@ -74,8 +74,8 @@ VENVS=${VENVS:-build}
 # cores that OpenBLAS needs (measured on 2 cores, H=512 B=800, 2 threads: 1.7 s/epoch,
 # against 0.61 s with PASSIVE and 0.98 s at 1 thread), so it runs with PASSIVE. The other
 # sides keep their default: PyPI's torch does its GEMMs on the same OpenMP threads (MKL), and
-# nn_train --cpu-gemm onednn's OpenMP pool loses at small shapes under PASSIVE (measured
-# 2026-11-26); OpenBLAS, XLA and TensorFlow run their own thread pools.
+# nn_train --cpu-gemm onednn's OpenMP pool loses at small shapes under PASSIVE (measured on
+# the 2-core VM); OpenBLAS, XLA and TensorFlow run their own thread pools.
 
 case $MODE in auto | cpu | gpu) ;; *) echo "error: MODE must be auto, cpu or gpu (got '$MODE')" >&2; exit 2 ;; esac
 if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi

@@ -20,23 +20,11 @@ Compilation (--mode, --xla): `step` is one tf.function per SGD step called from 
 loop; `epoch` is one tf.function per epoch, a tf.range loop over the full batches plus the
 smaller last batch inside it. --xla compiles that function with XLA (jit_compile=True);
 --no-xla runs it as a TensorFlow graph (oneDNN kernels when TF_ENABLE_ONEDNN_OPTS is on,
-the default on x86 Linux; ONEDNN_VERBOSE=1 lists them). Measured on a 2-core AMD EPYC VM (KVM, AVX-512) on 2026-11-26,
-TensorFlow 2.21.0, Fashion-MNIST (54000 images trained), taskset to T cores, idle machine, one
-run each, mean s/epoch of epochs 2-3 (epoch 1, with tracing/compilation, is 0.6-1.3 s without
-XLA and 0.7-1.8 s with it):
-
-    T  H:B        epoch      step       epoch+XLA  step+XLA
-    1  256:100    0.257      0.371      0.239      0.361
-    1  512:800    0.413      0.463      0.436      0.458
-    1  1024:3000  0.898      0.939      0.955      0.960
-    2  256:100    0.277      0.426      0.174      0.344
-    2  512:800    0.269      0.315      0.228      0.307
-    2  1024:3000  0.478      0.516      0.480      0.515
-
-At 1 thread, 512:800 and 1024:3000 (the shapes the ranking was taken at): epoch < step, and
-the plain graph beats XLA by 4-6%, so the default is --mode epoch --no-xla. Beware: at 2
-threads XLA wins clearly at the small shapes (TF's graph burns the second core at 256:100
-for no gain), so pass --xla there for TF's best at 2 threads.
+the default on x86 Linux; ONEDNN_VERBOSE=1 lists them). At 1 thread, 512:800 and 1024:3000:
+epoch < step, and the plain graph beats XLA by 4-6%, so the default is --mode epoch --no-xla.
+Beware: at 2 threads XLA wins clearly at the small shapes (TF's graph burns the second core at
+256:100 for no gain), so pass --xla there for TF's best at 2 threads. The measurements:
+bench/README.md ("TensorFlow's modes").
 
 Threads: --threads T (0: $OMP_NUM_THREADS, else 1) sets TensorFlow's intra-op pool to T and
 its inter-op pool to 1 before any op runs. The oneDNN in the TensorFlow wheels runs on that

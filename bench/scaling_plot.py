@@ -14,7 +14,9 @@ Writes into the output directory (default: the input directory):
   variants.png        median step time and host-queue time per step of each variant at one p
                       (error bars: min..max over the repeats), ratios to plain allreduce
 When a strategy has no p = 1 run its smallest p is the baseline (S(p0) = p0, said in the
-legend). Rows marked oversubscribed (more ranks than cores or GPUs) are drawn hollow.
+legend). Rows marked oversubscribed (more ranks than cores or GPUs) are drawn hollow. Runs of
+the CUDA build get the scaling model's speedup beside them (dotted, "model": bench/scaling_model.py
+with bench/scaling_params.json, one GPU a rank, --model-params to change; docs/scaling.md).
 Titles name the build and device; emulator runs say "emulator (CPU), not GPU performance".
 A plot without data still gets a PNG that says what is missing.
 """
@@ -30,6 +32,8 @@ from plots import EMU_NOTE, empty_plot, num, plt, save  # noqa: E402
 import plots  # noqa: E402
 
 STYLE = {"allreduce": ("#4c72b0", "o"), "ps": ("#c44e52", "s"), "model": ("#55a868", "^")}
+MODEL_CONFIG = {"allreduce": "host", "ps": "ps", "model": "model"}
+MODEL_PARAMS = None  # set by --model-params (default: bench/scaling_params.json)
 EXTRA = [("#8172b2", "D"), ("#ccb974", "v"), ("#64b5cd", "P")]
 
 
@@ -107,6 +111,25 @@ def oversub_note(fig, rows):
                  "not a scaling measurement", fontsize=8, color="#555555")
 
 
+def model_overlay(ax, rows, strategy, mode, color, ps):
+    """The scaling model's speedup for the study's shape (CUDA build only: the model is of GPU
+    ranks), dotted; nothing when the rows are not GPU runs or the model cannot be loaded."""
+    if not rows or any(r.get("build") != "cuda" for r in rows) or strategy not in MODEL_CONFIG:
+        return
+    try:
+        import scaling_model as sm
+        par = sm.load(MODEL_PARAMS or sm.PARAMS)["machines"]["h200"]
+    except (ImportError, OSError, KeyError, ValueError) as e:
+        warn("no model overlay: %s" % e)
+        return
+    h = int(num(rows[0].get("hidden")) or 0)
+    b = int(num(rows[0].get("batch")) or 0) if mode == "strong" else int(num(rows[0].get("batch")) / num(rows[0].get("p")))
+    if not h or not b:
+        return
+    ys = [sm.speedup(par, h, b, p, config=MODEL_CONFIG[strategy], mode=mode) for p in ps]
+    ax.plot(ps, ys, ":", color=color, lw=1.5, label="%s, model" % strategy)
+
+
 def plot_strong(rows, out_dir):
     rows = [r for r in rows if r.get("mode") == "strong"]
     name = "scaling_strong.png"
@@ -124,6 +147,7 @@ def plot_strong(rows, out_dir):
         draw(axes[0], pts, [t for _, t, _, _ in pts], color, marker, lab)
         draw(axes[1], pts, speed, color, marker, lab)
         draw(axes[2], pts, [sp / p for sp, (p, _, _, _) in zip(speed, pts)], color, marker, lab)
+        model_overlay(axes[1], [r for r in rows if r.get("strategy") == s], s, "strong", color, [p for p, _, _, _ in pts])
     axes[1].plot(ps, ps, "--", color="black", alpha=0.6, label="ideal S = p")
     axes[2].axhline(1.0, linestyle="--", color="black", alpha=0.6, label="ideal E = 1")
     axes[0].set_ylabel("seconds per epoch (median, epochs 2..E)")
@@ -161,6 +185,9 @@ def plot_weak(rows, out_dir):
         lab = s if p0 == 1 else "%s (baseline p=%d)" % (s, p0)
         draw(axes[0], pts, [t for _, t, _, _ in pts], color, marker, lab)
         draw(axes[1], pts, [t0 / t for _, t, _, _ in pts], color, marker, lab)
+        sel = [r for r in rows if r.get("strategy") == s]
+        if sel and all(r.get("build") == "cuda" for r in sel):
+            weak_model(axes[1], sel, s, color, [p for p, _, _, _ in pts])
         if s in thr:
             draw(axes[2], thr[s], [v for _, v, _, _ in thr[s]], color, marker, lab)
     axes[1].axhline(1.0, linestyle="--", color="black", alpha=0.6, label="ideal E = 1")
@@ -184,6 +211,19 @@ def plot_weak(rows, out_dir):
     oversub_note(fig, rows)
     fig.tight_layout(rect=(0, 0.03, 1, 1))
     save(fig, out_dir, name)
+
+
+def weak_model(ax, rows, strategy, color, ps):
+    """The model's weak-scaling efficiency T(1)/T(P) (its images/s over P)."""
+    try:
+        import scaling_model as sm
+        par = sm.load(MODEL_PARAMS or sm.PARAMS)["machines"]["h200"]
+    except (ImportError, OSError, KeyError, ValueError):
+        return
+    h = int(num(rows[0].get("hidden")) or 0)
+    b0 = int(num(rows[0].get("batch")) / num(rows[0].get("p")))
+    ys = [sm.speedup(par, h, b0, p, config=MODEL_CONFIG[strategy], mode="weak") / p for p in ps]
+    ax.plot(ps, ys, ":", color=color, lw=1.5, label="%s, model" % strategy)
 
 
 RATIOS = [("overlap / no-overlap", "allreduce", "allreduce_no_overlap"),
@@ -272,7 +312,10 @@ def main():
     ap.add_argument("--scaling", help="scaling CSV (default DIR/scaling.csv)")
     ap.add_argument("--variants", help="variants CSV (default DIR/variants.csv)")
     ap.add_argument("--out", help="output directory (default DIR)")
+    ap.add_argument("--model-params", help="the scaling model's parameters (default bench/scaling_params.json)")
     a = ap.parse_args()
+    global MODEL_PARAMS
+    MODEL_PARAMS = a.model_params
     sc = read_csv(a.scaling or os.path.join(a.dir, "scaling.csv"))
     va = read_csv(a.variants or os.path.join(a.dir, "variants.csv"))
     out = a.out or a.dir

@@ -7,7 +7,8 @@
 #                 $SLURM_SUBMIT_DIR, else the parent of slurm/)
 #   NN_BUILD      cpu | cuda: the emulator build (build/cpu) or the CUDA build
 #                 (build/cuda). Default: cuda when `nvidia-smi -L` sees a GPU on the node
-#                 and build/cuda/bin/nn_train exists, else cpu.
+#                 and build/cuda/bin/nn_train exists, else cpu; a job that asked for GPUs
+#                 (without --device cpu) stops with one line when either is missing.
 #   LAUNCHER      srun | mpirun. Default: srun inside a Slurm job, mpirun outside.
 #   SRUN_MPI      srun --mpi=PLUGIN. Default: pmix when `srun --mpi=list` offers it (Open MPI
 #                 4.x as packaged by Debian/Ubuntu starts under srun only through PMIx;
@@ -32,25 +33,57 @@ nn_log() {
 }
 
 # The calling script has set NN_ROOT (see its source line) and sourced this file from it.
+# Then the site's hook, slurm/site.sh when it exists (git-ignored): `module load` lines and
+# whatever else a job on this cluster needs before it starts (docs/cluster.md#the-site-hook).
 nn_cd_root() {
   cd "$NN_ROOT" || nn_die "NN_ROOT=$NN_ROOT: no such directory"
   NN_ROOT=$(pwd)
   export NN_ROOT
+  # shellcheck source=/dev/null
+  if [ -f slurm/site.sh ]; then . slurm/site.sh || nn_die "slurm/site.sh failed"; fi
 }
 
 nn_gpu_visible() {
   command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1
 }
 
-# Sets NN_BUILD (cpu|cuda) unless given; an explicit choice is never overridden.
+# Did the job ask for GPUs? (Slurm sets these with --gpus*, --gres=gpu:N; 0 and empty are no.)
+nn_gpus_asked() {
+  local v
+  for v in "${SLURM_GPUS_PER_TASK:-}" "${SLURM_GPUS_ON_NODE:-}" "${SLURM_JOB_GPUS:-}" "${SLURM_STEP_GPUS:-}" \
+           "${SLURM_GPUS:-}" "${SLURM_GPUS_PER_NODE:-}"; do
+    [ -n "$v" ] && [ "$v" != 0 ] && return 0
+  done
+  [[ ${SLURM_JOB_GRES:-${SLURM_GRES:-}} == *gpu* ]] && [[ ${SLURM_JOB_GRES:-${SLURM_GRES:-}} != *gpu:0* ]]
+}
+# The last --device among the trainer's arguments (nn_train's own rule), or "".
+nn_device_arg() {
+  local dev='' prev=''
+  for a in "$@"; do
+    case $a in --device=*) dev=${a#--device=} ;; esac
+    [ "$prev" = --device ] && dev=$a
+    prev=$a
+  done
+  echo "$dev"
+}
+
+# nn_pick_build [TRAINER ARGS...]: sets NN_BUILD (cpu|cuda) unless given; an explicit choice is
+# never overridden. A job that asked for GPUs gets the CUDA build on a usable GPU or stops with
+# one line: never the emulator by surprise (--device cpu, or NN_BUILD=cpu, says otherwise).
 nn_pick_build() {
   if [ -z "${NN_BUILD:-}" ]; then
-    if nn_gpu_visible && [ -x build/cuda/bin/nn_train ]; then
+    if nn_gpus_asked && [ "$(nn_device_arg "$@")" != cpu ]; then
+      [ -x build/cuda/bin/nn_train ] ||
+        nn_die "the job asked for GPUs but build/cuda/bin/nn_train is missing: build it (module load cuda; make trainer), or run with --device cpu (or NN_BUILD=cpu for the emulator)"
+      nn_gpu_visible ||
+        nn_die "the job asked for GPUs but none is usable on $(hostname -s) (nvidia-smi -L fails: no driver or no device); run with --device cpu, or ask for a GPU partition"
+      NN_BUILD=cuda
+    elif nn_gpu_visible && [ -x build/cuda/bin/nn_train ]; then
       NN_BUILD=cuda
     else
       NN_BUILD=cpu
-      if nn_gpu_visible; then
-        nn_log "note: a GPU is visible but build/cuda/bin/nn_train is missing (make cuda): emulator build"
+      if nn_gpu_visible && [ "$(nn_device_arg "$@")" != cpu ]; then
+        nn_log "note: a GPU is visible but build/cuda/bin/nn_train is missing (make trainer): emulator build"
       fi
     fi
   fi

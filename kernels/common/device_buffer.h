@@ -1,47 +1,71 @@
-// RAII owners for device memory (DeviceBuffer) and pinned host memory (PinnedBuffer),
-// plus the one helper for 1-D launch sizes. Kernels take raw pointers and sizes; host
+// One RAII owner, Buffer, for device memory (DeviceBuffer) and pinned host memory
+// (PinnedBuffer), plus the one helper for 1-D launch sizes. Kernels take raw pointers and sizes; host
 // code owns memory only through these. Same code in the CUDA and the emulator build.
 #pragma once
 #include <cstddef>
+#include <cstring>
 #include <utility>
 
 #include "common/check.h"
 
 namespace nn {
 
-template <class T>
-class DeviceBuffer {
+// Where a Buffer's memory lives, and how it is taken and given back.
+struct DeviceMemory {
+  static void* take(std::size_t bytes) {
+    void* p = nullptr;
+    CUDA_CHECK(cudaMalloc(&p, bytes));
+    return p;
+  }
+  static void give_back(void* p) { CUDA_CHECK_NOTHROW(cudaFree(p)); }
+  static constexpr cudaMemcpyKind kFromHost = cudaMemcpyHostToDevice, kToHost = cudaMemcpyDeviceToHost;
+};
+// Page-locked host memory: the staging buffer for device<->host copies and MPI.
+struct PinnedMemory {
+  static void* take(std::size_t bytes) {
+    void* p = nullptr;
+    CUDA_CHECK(cudaMallocHost(&p, bytes));
+    return p;
+  }
+  static void give_back(void* p) { CUDA_CHECK_NOTHROW(cudaFreeHost(p)); }
+  static constexpr cudaMemcpyKind kFromHost = cudaMemcpyHostToHost, kToHost = cudaMemcpyHostToHost;
+};
+
+// n values of T in Memory's kind of memory, owned: moved, never copied, freed by the destructor.
+template <class T, class Memory>
+class Buffer {
  public:
-  DeviceBuffer() = default;
-  explicit DeviceBuffer(std::size_t n) : n_(n) {
-    if (n_ > 0) CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p_), n_ * sizeof(T)));
+  Buffer() = default;
+  explicit Buffer(std::size_t n) : n_(n) {
+    if (n_ > 0) p_ = static_cast<T*>(Memory::take(n_ * sizeof(T)));
   }
-  ~DeviceBuffer() {
-    if (p_) CUDA_CHECK_NOTHROW(cudaFree(p_));
+  ~Buffer() {
+    if (p_) Memory::give_back(p_);
   }
-  DeviceBuffer(DeviceBuffer&& o) noexcept
-      : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
-    DeviceBuffer tmp(std::move(o));
+  Buffer(Buffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+  Buffer& operator=(Buffer&& o) noexcept {
+    Buffer tmp(std::move(o));
     std::swap(p_, tmp.p_);
     std::swap(n_, tmp.n_);
     return *this;
   }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
 
   T* get() const { return p_; }
   std::size_t size() const { return n_; }
   std::size_t bytes() const { return n_ * sizeof(T); }
 
+  // Host memory <-> this buffer, synchronously.
   void upload(const T* h, std::size_t n, std::size_t offset = 0) {
-    if (n) CUDA_CHECK(cudaMemcpy(p_ + offset, h, n * sizeof(T), cudaMemcpyHostToDevice));
+    if (n) CUDA_CHECK(cudaMemcpy(p_ + offset, h, n * sizeof(T), Memory::kFromHost));
   }
   void download(T* h, std::size_t n, std::size_t offset = 0) const {
-    if (n) CUDA_CHECK(cudaMemcpy(h, p_ + offset, n * sizeof(T), cudaMemcpyDeviceToHost));
+    if (n) CUDA_CHECK(cudaMemcpy(h, p_ + offset, n * sizeof(T), Memory::kToHost));
   }
-  void zero() {
-    if (n_) CUDA_CHECK(cudaMemset(p_, 0, bytes()));
+  void zero() {  // device memory: cudaMemset; pinned memory is host memory
+    if (n_ && Memory::kToHost == cudaMemcpyHostToHost) std::memset(static_cast<void*>(p_), 0, bytes());
+    else if (n_) CUDA_CHECK(cudaMemset(p_, 0, bytes()));
   }
 
  private:
@@ -49,36 +73,10 @@ class DeviceBuffer {
   std::size_t n_ = 0;
 };
 
-// Page-locked host memory: the staging buffer for device<->host copies and MPI.
 template <class T>
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  explicit PinnedBuffer(std::size_t n) : n_(n) {
-    if (n_ > 0) CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&p_), n_ * sizeof(T)));
-  }
-  ~PinnedBuffer() {
-    if (p_) CUDA_CHECK_NOTHROW(cudaFreeHost(p_));
-  }
-  PinnedBuffer(PinnedBuffer&& o) noexcept
-      : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
-  PinnedBuffer& operator=(PinnedBuffer&& o) noexcept {
-    PinnedBuffer tmp(std::move(o));
-    std::swap(p_, tmp.p_);
-    std::swap(n_, tmp.n_);
-    return *this;
-  }
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-
-  T* get() const { return p_; }
-  T& operator[](std::size_t i) const { return p_[i]; }
-  std::size_t size() const { return n_; }
-
- private:
-  T* p_ = nullptr;
-  std::size_t n_ = 0;
-};
+using DeviceBuffer = Buffer<T, DeviceMemory>;
+template <class T>
+using PinnedBuffer = Buffer<T, PinnedMemory>;
 
 // Grid size for a 1-D launch covering n elements with `block` threads per block.
 inline unsigned blocks_for(std::size_t n, unsigned block) {

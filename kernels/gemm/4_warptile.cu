@@ -121,16 +121,14 @@ __device__ __forceinline__ void store_tile(const T (&acc)[S::TM][S::TN], int M, 
 
 // k_split: the k-range of one grid.z slice (a multiple of BK); with gridDim.z > 1 the last
 // slice of a tile sums them all (sum_slices) and runs the epilogue (store_tile).
-// kGatherB: B is the gathered uint8 batch (Bu8, Bcols; GatherLoader) instead of B.
 // Epilogue::Step: D = C - step_lr * (alpha * acc + beta * C), C read even when beta == 0.
 // The kernel is longer than 60 lines because the k-loop's prefetch, multiply and buffer swap
 // share one set of registers and shared tiles with the prologue that fills them.
-template <class T, class S, Op OA, Op OB, bool kGatherB>
+template <class T, class S, Op OA, Op OB>
 __global__ void __launch_bounds__(S::kThreads)
 gemm_warptile_kernel(int M, int N, int K, int k_split, T alpha, const T* A, int lda, const T* B,
                      int ldb, T beta, const T* C, int ldc, T* D, int ldd, Epilogue ep,
-                     const T* bias, int vec, T* ws, unsigned* counters, const std::uint8_t* Bu8,
-                     const std::uint32_t* Bcols, T step_lr) {
+                     const T* bias, int vec, T* ws, unsigned* counters, T step_lr) {
   constexpr int BM = S::BM, BN = S::BN, BK = S::BK, TM = S::TM, TN = S::TN, NT = S::kThreads;
   constexpr int PAD = Vec<T>::n;
   __shared__ __align__(16) T As[2][BK][BM + PAD];
@@ -147,16 +145,10 @@ gemm_warptile_kernel(int M, int N, int K, int k_split, T alpha, const T* A, int 
   const bool vecA = vec & kVecA, vecB = vec & kVecB;
 
   TileLoader<T, BM, BK, NT, OA == Op::N> la;
-  using LoaderB = std::conditional_t<kGatherB, GatherLoader<T, BN, BK, NT, OB == Op::T>,
-                                     TileLoader<T, BN, BK, NT, OB == Op::T>>;
-  LoaderB lb;
-  const auto load_b = [&](int k0) {
-    if constexpr (kGatherB) lb.load(Bu8, Bcols, ldb, N, n0, k0, k_end, vecB, tid);
-    else lb.load(B, ldb, N, n0, k0, k_end, vecB, tid);
-  };
+  TileLoader<T, BN, BK, NT, OB == Op::T> lb;
   pdl_wait();  // A, B and C may be the kernels before it's (common/pdl.h)
   la.load(A, lda, M, m0, k_begin, k_end, vecA, tid);
-  load_b(k_begin);
+  lb.load(B, ldb, N, n0, k_begin, k_end, vecB, tid);
   la.store(As[0], tid);
   lb.store(Bs[0], tid);
   __syncthreads();
@@ -175,7 +167,7 @@ gemm_warptile_kernel(int M, int N, int K, int k_split, T alpha, const T* A, int 
     // all-out-of-range tile (zeros, no memory traffic) into the idle buffer: cheaper than a
     // branch, and it keeps the compiler from peeling a second copy of this loop.
     la.load(A, lda, M, m0, k_begin + (t + 1) * BK, k_end, vecA, tid);
-    load_b(k_begin + (t + 1) * BK);
+    lb.load(B, ldb, N, n0, k_begin + (t + 1) * BK, k_end, vecB, tid);
 #pragma unroll
     for (int kk = 0; kk < BK; ++kk) {
       T a[TM], b[TN];
@@ -208,9 +200,7 @@ void launch_cfg(const GemmArgs<T>& a, int splits, cudaStream_t s) {
   auto vec_ok = [](const void* p, int ld) { return aligned16(p) && ld % VN == 0; };
   int vec = 0;
   if (vec_ok(a.A, a.lda)) vec |= kVecA;
-  // Gathered bytes: a chunk is one VN-byte load when every column starts VN-byte aligned.
-  if (a.B_u8 ? (reinterpret_cast<std::uintptr_t>(a.B_u8) % VN == 0 && a.ldb % VN == 0) : vec_ok(a.B, a.ldb))
-    vec |= kVecB;
+  if (vec_ok(a.B, a.ldb)) vec |= kVecB;
   if (vec_ok(a.D, a.ldd) && (!a.C || vec_ok(a.C, a.ldc))) vec |= kVecD;
 
   // Each slice gets a whole number of BK-tiles; recount so that no slice is empty.
@@ -227,12 +217,11 @@ void launch_cfg(const GemmArgs<T>& a, int splits, cudaStream_t s) {
     ws = static_cast<T*>(w.partial);
     counters = w.counters;
   }
-  const auto launch = [&]<Op OA, Op OB, bool kGather>() {
-    launch_pdl(NN_LAUNCH_SITE("gemm_warptile_kernel"), gemm_warptile_kernel<T, S, OA, OB, kGather>, grid,
-               dim3(S::kThreads), 0, s, a.M, a.N, a.K, k_split, a.alpha, a.A, a.lda, a.B, a.ldb, a.beta, a.C, a.ldc,
-               a.D, a.ldd, a.epilogue, a.bias, vec, ws, counters, a.B_u8, a.B_cols, a.step_lr);
-  };
-  with_ops_gather(a, launch);
+  with_ops(a.opA, a.opB, [&]<Op OA, Op OB>() {
+    launch_pdl(NN_LAUNCH_SITE("gemm_warptile_kernel"), gemm_warptile_kernel<T, S, OA, OB>, grid, dim3(S::kThreads),
+               0, s, a.M, a.N, a.K, k_split, a.alpha, a.A, a.lda, a.B, a.ldb, a.beta, a.C, a.ldc, a.D, a.ldd,
+               a.epilogue, a.bias, vec, ws, counters, a.step_lr);
+  });
 }
 
 }  // namespace

@@ -39,7 +39,7 @@ int tiles(int cfg, int M, int N) {
 // Blocks per SM that split-K aims for, and the shortest k-slice it makes, by configuration
 // {128x64, 64x64, 64x32, 16x64}. Measured on an H200 (132 SMs) over the trainer's 60 GEMMs at
 // H:B = 256:100, 512:3000, 1024:1000, 1024:3000 and p = 1, 2, 4, every tile at 1-16 slices
-// (gemm_bench --splits, 2026-11-26; bench/results/h200-2026-11-26/):
+// (gemm_bench --splits; the runs: bench/README.md, "Why these tiles"):
 //   64x32: 4 per SM, slices >= 64 (dW1 at H = 512: 94 us with 3 slices, 112 with 2);
 //   64x64: 8 per SM, but slices >= 512: it is chosen for the big shapes, whose long-K weight
 //     gradient wants many slices (dW1 at H = 1024, K = 3000: 149 us with the 5 this gives, 185
@@ -66,8 +66,8 @@ int plan_splits(int cfg, int M, int N, int K, int sms) {
 // Grown on demand (the trainer's shapes are fixed, so after the first batches this is a lookup).
 // A buffer outgrown is retired, not freed: a CUDA Graph captured earlier (--graph) holds its
 // address and replays write to it. Freeing it makes the next replay fault on a GPU
-// once a later GEMM on the stream grows the scratch (seen with nn_train --graph:
-// bench/results/h200-2026-11-25/; tests/kernels/test_gemm_warptile.cpp's
+// once a later GEMM on the stream grows the scratch (nn_train --graph on an H200:
+// docs/testing.md, "On a GPU"; tests/kernels/test_gemm_warptile.cpp's
 // GraphKeepsItsScratchWhenALaterGemmGrowsIt, which the emulator fails without this).
 // Everything is freed by gemm_release_workspaces() only, before a reset; never at exit: at
 // static destruction the CUDA runtime may already be gone.
@@ -128,7 +128,7 @@ const char* warptile_config_name(int cfg) {
 // k-slices (gemm_bench --splits at H:B = 512:3000, 1024:1000, 1024:3000 and 256:100;
 // bench/README.md). Over those 60 GEMMs the plan's choice runs 2.0% slower than the fastest
 // pair of the same run on (geometric) average, 17% at worst (a 1 us dW2).
-// bench/splits_report.py prints these from gemm_bench's CSVs (bench/results/h200-2026-11-26/).
+// bench/splits_report.py prints these from gemm_bench's CSVs (bench/README.md says which).
 //   M <= 16 (the 10-class layer): 16x64.
 //   64x64 when its tiles give every SM 1.5 blocks (forward1 at p = 1, dW1 at H = 1024, 4096^3).
 //   Otherwise 64x32 (dW1 at H <= 512, forward1 at p = 2, 4).

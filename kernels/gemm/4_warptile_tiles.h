@@ -1,8 +1,7 @@
 // Variant 4's building blocks, internal to its kernel file 4_warptile.cu: 16-byte vector access,
 // the tile configurations (block, warp and thread tiles, checked against the plan's table in
 // 4_warptile.h), and the loaders that move one operand tile global -> registers -> shared memory
-// (TileLoader; GatherLoader for the fused step's batch read from the uint8 images). Included by
-// 4_warptile.cu only (its anonymous namespace is that file's).
+// (TileLoader). Included by 4_warptile.cu only (its anonymous namespace is that file's).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -79,16 +78,6 @@ static_assert(matches_plan<float, 0>() && matches_plan<float, 1>() && matches_pl
 
 enum VecFlags { kVecA = 1, kVecB = 2, kVecD = 4 };
 
-template <class T> struct Bytes;  // VN uint8 values in one access (4 or 2 bytes)
-template <> struct Bytes<float> { using type = uchar4; };
-template <> struct Bytes<double> { using type = uchar2; };
-__device__ __forceinline__ void unpack_bytes(float* d, uchar4 v) {
-  d[0] = float(v.x) / 255.0f; d[1] = float(v.y) / 255.0f; d[2] = float(v.z) / 255.0f; d[3] = float(v.w) / 255.0f;
-}
-__device__ __forceinline__ void unpack_bytes(double* d, uchar2 v) {
-  d[0] = double(v.x) / 255.0; d[1] = double(v.y) / 255.0;
-}
-
 // Moves one operand tile (R rows of M or N, by BK) global -> registers -> shared memory, so
 // the global loads of tile t+1 are in flight while tile t is multiplied. Shared layout is
 // always S[k][r] (r contiguous, padded by one vector so the transposed stores of the
@@ -148,47 +137,6 @@ struct TileLoader {
       } else {
 #pragma unroll
         for (int v = 0; v < VN; ++v) S[kk + v][rr] = reg[q * VN + v];
-      }
-    }
-  }
-};
-
-// The fused step's B: the batch's images read straight from the resident uint8 columns and
-// normalised on load, X(p, j) = src[p + cols[j] * ld] / 255 (the true division of
-// ops gather_normalize, so the products are those of the unfused path bit for bit). The same
-// chunks and shared layout as TileLoader; a chunk's VN bytes are one 4- (2-) byte load when
-// the column base and ld allow it (vec).
-template <class T, int R, int BK, int NT, bool kRowContig>
-struct GatherLoader : TileLoader<T, R, BK, NT, kRowContig> {
-  using Base = TileLoader<T, R, BK, NT, kRowContig>;
-  using Base::kChunks;
-  using Base::reg;
-  static constexpr int VN = Vec<T>::n;
-
-  __device__ __forceinline__ void load(const std::uint8_t* X, const std::uint32_t* cols, int ld, int rows,
-                                       int r0, int k0, int k_end, bool vec, int tid) {
-#pragma unroll
-    for (int q = 0; q < kChunks; ++q) {
-      int rr, kk;
-      Base::chunk(tid + q * NT, rr, kk);
-      const int r = r0 + rr, k = k0 + kk;
-      T* d = reg + q * VN;
-      // kRowContig (op T): r runs along a column (pixels), k picks the column; otherwise the
-      // reverse. `j` is the batch column, `p` the first pixel of the chunk.
-      const int j = kRowContig ? k : r, p = kRowContig ? r : k;
-      const int p_end = kRowContig ? rows : k_end;
-      const bool col_ok = kRowContig ? k < k_end : r < rows;
-      if (!col_ok) {
-#pragma unroll
-        for (int v = 0; v < VN; ++v) d[v] = T(0);
-        continue;
-      }
-      const std::uint8_t* src = X + static_cast<std::size_t>(cols[j]) * ld + p;
-      if (vec && p + VN <= p_end) {
-        unpack_bytes(d, __ldg(reinterpret_cast<const typename Bytes<T>::type*>(src)));
-      } else {
-#pragma unroll
-        for (int v = 0; v < VN; ++v) d[v] = p + v < p_end ? T(src[v]) / T(255) : T(0);
       }
     }
   }

@@ -10,16 +10,16 @@
 // mma.sync m16n8k8 TF32 with its documented fragments (gemm/mma_tf32.h), loaded from shared
 // memory with plain loads and rounded with cvt.rn.tf32 (one instruction on sm_90), and the
 // epilogue (bias, sigmoid, the fused step's SGD update) works on the fragments in registers.
-// WMMA's m16n16k8 TF32 fragments are slower (0.60x cuBLAS at 4096^3 on an H200,
-// bench/results/h200-2026-11-27/): nvcc makes each fragment load a generic 64-bit load with
-// its own address arithmetic and each TF32 rounding four integer instructions, so only 1
-// instruction in 9 is an MMA and the tensor pipe is 38% busy.
+// WMMA's m16n16k8 TF32 fragments are slower: nvcc makes each fragment load a generic 64-bit
+// load with its own address arithmetic and each TF32 rounding four integer instructions, so
+// only 1 instruction in 9 is an MMA and the tensor pipe is 38% busy (kernels/gemm/README.md,
+// "Why mma.sync, not WMMA").
 //
 // Every output element sums the same k-tiles in increasing k order in every tile
 // configuration (BK is 16 in each), so the configuration never changes a bit of the result;
 // split-K (gridDim.z slices, the plan's choice for long K) sums the slices in a fixed order.
 // float only: double (no TF32) runs variant 4's kernel. Also the fused step's two extras
-// (gathered uint8 B, Epilogue::Step), as in variant 4. Run through nn::gemm(5, ...) and
+// (Epilogue::Step), as in variant 4. Run through nn::gemm(5, ...) and
 // gemm_tuning::gemm_tf32_with; tested by tests/kernels/test_gemm_tf32x3.cu and every
 // AllVariants test; the emulator implements mma_tf32.h's two primitives (sim/include/mma.h).
 #include "gemm/gemm.h"
@@ -53,11 +53,10 @@ template <> struct TcCfg<0> : TcShape<128, 128, 16, 64, 32> {};  // 8 warps: big
 template <> struct TcCfg<1> : TcShape<64, 64, 16, 32, 32> {};    // 4 warps
 template <> struct TcCfg<2> : TcShape<32, 32, 16, 16, 16> {};    // 4 warps: small problems
 template <> struct TcCfg<3> : TcShape<128, 64, 16, 64, 32> {};   // 4 warps, config 0's warp tile
-// BK may also be 32 (the partial sums are still added every 16 k: the same bits). On an H200
-// (bench/results/h200-2026-11-27b/) 128x128 and 64x64 with BK = 32 were slower at 4096^3
-// (0.94x and 0.86x cuBLAS, against 1.03x and 1.00x with BK = 16) and at the big trainer
-// shapes, within 4% elsewhere:
-// the 32 staging registers cost 128x128 spills and 64x64 a block an SM.
+// BK may also be 32 (the partial sums are still added every 16 k: the same bits), but on an
+// H200 128x128 and 64x64 with BK = 32 are slower than with BK = 16 at 4096^3 and at the big
+// trainer shapes, and within 4% elsewhere: the 32 staging registers cost 128x128 spills and
+// 64x64 a block an SM.
 constexpr int kTcConfigs = tf32x3::kConfigs;
 template <int ID>
 constexpr bool kTileAgrees = TcCfg<ID>::BM == tf32x3::kTileM[ID] && TcCfg<ID>::BN == tf32x3::kTileN[ID];
@@ -74,9 +73,8 @@ enum TcVec { kTcVecA = 1, kTcVecB = 2 };
 // a fragment load's 32 lanes hit 32 different banks (for an m16n8k8 TF32 fragment, lanes step
 // the row by lane/4 and the column by lane%4: a leading dimension of 8 mod 32 for the long
 // tiles, 4 mod 32 for the k-contiguous ones: 20 or 36), rows staying 16-byte aligned. Element
-// (c, o) of the operand is base(o)[c], base(o) = X + o*ld, or for the gathered batch
-// Xu8 + cols[o]*ld with the byte divided by 255 (as ops gather_normalize).
-template <int CL, int OL, int NT, bool kGather, bool kKAlongC>
+// (c, o) of the operand is X[o*ld + c].
+template <int CL, int OL, int NT, bool kKAlongC>
 struct Stage {
   static constexpr int LD = CL + (kKAlongC ? 4 : 8);
   static constexpr int kSize = OL * LD;
@@ -85,13 +83,12 @@ struct Stage {
   static_assert(kSize % 8 == 0, "each buffer keeps 32-byte alignment");
   float reg[kChunks * 4];
 
-  __device__ __forceinline__ void load(const float* X, const std::uint8_t* Xu8, const std::uint32_t* cols,
-                                       int ld, int c0, int c_end, int o0, int o_end, bool vec, int tid) {
+  __device__ __forceinline__ void load(const float* X, int ld, int c0, int c_end, int o0, int o_end, bool vec,
+                                       int tid) {
 #pragma unroll
     for (int q = 0; q < kChunks; ++q) {
       const int idx = tid + q * NT;
-      tf32x3::load4<kGather>(reg + q * 4, X, Xu8, cols, ld,
-                             c0 + (idx % (CL / 4)) * 4, c_end, o0 + idx / (CL / 4), o_end, vec);
+      tf32x3::load4(reg + q * 4, X, ld, c0 + (idx % (CL / 4)) * 4, c_end, o0 + idx / (CL / 4), o_end, vec);
     }
   }
 
@@ -107,11 +104,11 @@ struct Stage {
 };
 
 // The two operand tiles of configuration S in shared memory, and the bytes of both buffers.
-template <class S, Op OA, Op OB, bool kGatherB>
+template <class S, Op OA, Op OB>
 struct TcTiles {
   static constexpr bool kAcol = OA == Op::N, kBcol = OB == Op::N;
-  using SA = Stage<kAcol ? S::BM : S::BK, kAcol ? S::BK : S::BM, S::kThreads, false, !kAcol>;
-  using SB = Stage<kBcol ? S::BK : S::BN, kBcol ? S::BN : S::BK, S::kThreads, kGatherB, kBcol>;
+  using SA = Stage<kAcol ? S::BM : S::BK, kAcol ? S::BK : S::BM, S::kThreads, !kAcol>;
+  using SB = Stage<kBcol ? S::BK : S::BN, kBcol ? S::BN : S::BK, S::kThreads, kBcol>;
   static constexpr int kBuf = SA::kSize + SB::kSize;
   static constexpr int kSmemBytes = 2 * kBuf * int(sizeof(float));
 };
@@ -198,23 +195,22 @@ __device__ __forceinline__ void multiply_tile(float (&acc)[S::FM][S::FN][4], con
 
 // D = epilogue(alpha * op(A) op(B) + beta * C) for one BM x BN tile per block. OA == N keeps
 // A's tile column-major in shared memory (m contiguous), OA == T row-major (k contiguous); B
-// likewise, so every global load is a straight copy. kGatherB: B is the gathered uint8 batch.
+// likewise, so every global load is a straight copy.
 // Each warp owns a WM x WN tile: FM x FN MMA tiles of 16 x 8 (mma_tf32.h's fragments), read
 // from shared memory with plain loads (Stage's padding keeps each fragment load free of bank
 // conflicts) and split on the fly: big = tf32(x), small = tf32(x - big) (multiply_tile).
 // The kernel is longer than 60 lines because the prologue, the double-buffered k-loop and the
 // split-K hand-off share its shared tiles and registers.
-template <class S, Op OA, Op OB, bool kGatherB, int kProducts>
+template <class S, Op OA, Op OB, int kProducts>
 __global__ void __launch_bounds__(S::kThreads)
 gemm_tf32x3_kernel(int M, int N, int K, int k_split, float alpha, const float* A, int lda, const float* B,
                    int ldb, float beta, const float* C, int ldc, float* D, int ldd, Epilogue ep,
-                   const float* bias, int vec, float* ws, unsigned* counters, const std::uint8_t* Bu8,
-                   const std::uint32_t* Bcols, float step_lr) {
+                   const float* bias, int vec, float* ws, unsigned* counters, float step_lr) {
   static_assert(kProducts == 1 || kProducts == 3, "plain TF32 or the three-product compensation");
   constexpr int BM = S::BM, BN = S::BN, BK = S::BK, NT = S::kThreads, FM = S::FM, FN = S::FN;
   constexpr bool kAcol = OA == Op::N;  // A(m, k) at As[k][m]; else As[m][k]
   constexpr bool kBcol = OB == Op::N;  // B(k, n) at Bs[n][k]; else Bs[k][n]
-  using T = TcTiles<S, OA, OB, kGatherB>;
+  using T = TcTiles<S, OA, OB>;
   using SA = typename T::SA;
   using SB = typename T::SB;
   constexpr int kBuf = T::kBuf;
@@ -233,10 +229,10 @@ gemm_tf32x3_kernel(int M, int N, int K, int k_split, float alpha, const float* A
   SA la;
   SB lb;
   const auto load = [&](int k0) {
-    if constexpr (kAcol) la.load(A, nullptr, nullptr, lda, m0, M, k0, k_end, vecA, tid);
-    else la.load(A, nullptr, nullptr, lda, k0, k_end, m0, M, vecA, tid);
-    if constexpr (kBcol) lb.load(B, Bu8, Bcols, ldb, k0, k_end, n0, N, vecB, tid);
-    else lb.load(B, Bu8, Bcols, ldb, n0, N, k0, k_end, vecB, tid);
+    if constexpr (kAcol) la.load(A, lda, m0, M, k0, k_end, vecA, tid);
+    else la.load(A, lda, k0, k_end, m0, M, vecA, tid);
+    if constexpr (kBcol) lb.load(B, ldb, k0, k_end, n0, N, vecB, tid);
+    else lb.load(B, ldb, n0, N, k0, k_end, vecB, tid);
   };
   load(k_begin);
   la.store(smem, tid);
@@ -300,11 +296,10 @@ void launch_tc(const GemmArgs<float>& a, cudaStream_t s, int splits) {
   auto vec_ok = [](const void* p, int ld) { return aligned16(p) && ld % 4 == 0; };
   int vec = 0;
   if (vec_ok(a.A, a.lda)) vec |= kTcVecA;
-  if (a.B_u8 ? (reinterpret_cast<std::uintptr_t>(a.B_u8) % 4 == 0 && a.ldb % 4 == 0) : vec_ok(a.B, a.ldb))
-    vec |= kTcVecB;
-  const auto launch = [&]<Op OA, Op OB, bool kGather>() {
-    const auto kernel = gemm_tf32x3_kernel<S, OA, OB, kGather, kProducts>;
-    constexpr int kSmem = TcTiles<S, OA, OB, kGather>::kSmemBytes;
+  if (vec_ok(a.B, a.ldb)) vec |= kTcVecB;
+  with_ops(a.opA, a.opB, [&]<Op OA, Op OB>() {
+    const auto kernel = gemm_tf32x3_kernel<S, OA, OB, kProducts>;
+    constexpr int kSmem = TcTiles<S, OA, OB>::kSmemBytes;
     // Over 48 KiB of dynamic shared memory needs the kernel's opt-in, once.
     static const bool opted_in = [&] {
       if (kSmem > 48 * 1024)
@@ -323,10 +318,9 @@ void launch_tc(const GemmArgs<float>& a, cudaStream_t s, int splits) {
     grid.z = sl.z;
     kernel<<<grid, S::kThreads, kSmem, s>>>(a.M, a.N, a.K, sl.k_split, a.alpha, a.A, a.lda, a.B, a.ldb, a.beta,
                                         a.C, a.ldc, a.D, a.ldd, a.epilogue, a.bias, vec, sl.ws, sl.counters,
-                                        a.B_u8, a.B_cols, a.step_lr);
+                                        a.step_lr);
     CHECK_LAUNCH("gemm_tf32x3_kernel");
-  };
-  with_ops_gather(a, launch);
+  });
 }
 
 template <int kProducts>

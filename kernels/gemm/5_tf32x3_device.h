@@ -1,8 +1,7 @@
 // Device code that variant 5's two kernels share: 5_tf32x3.cu (mma.sync, every GPU since
 // sm_80) and 5_tf32x3_wgmma.cu (wgmma, sm_90a). Not for callers.
 //  - load4: four consecutive elements of an operand from global memory (zeros past its end),
-//    16 bytes at once where allowed; for the gathered uint8 batch, bytes / 255 (as ops
-//    gather_normalize).
+//    16 bytes at once where allowed.
 //  - splitk_last: split-K's deterministic reduction of one thread's running sums.
 //  - epilogue_store: one element of D through the epilogue.
 #pragma once
@@ -15,37 +14,22 @@
 
 namespace nn::gemm_detail::tf32x3 {
 
-// d[v] = element (c + v, o) of the operand (c along the dimension contiguous in memory): base(o)
-// = X + o * ld, or Xu8 + cols[o] * ld for the gathered batch; zero where o >= o_end or
-// c + v >= c_end. vec: 16-byte (float) or 4-byte (uint8) loads allowed when all four are in range.
-template <bool kGather>
-__device__ __forceinline__ void load4(float* d, const float* X, const std::uint8_t* Xu8,
-                                      const std::uint32_t* cols, int ld, int c, int c_end, int o, int o_end,
-                                      bool vec) {
+// d[v] = element (c + v, o) of the operand (c along the dimension contiguous in memory), at
+// X + o * ld + c + v; zero where o >= o_end or c + v >= c_end. vec: 16-byte loads allowed when
+// all four are in range.
+__device__ __forceinline__ void load4(float* d, const float* X, int ld, int c, int c_end, int o, int o_end, bool vec) {
   if (o >= o_end) {
 #pragma unroll
     for (int v = 0; v < 4; ++v) d[v] = 0.0f;
     return;
   }
-  const bool full = vec && c + 4 <= c_end;
-  if constexpr (kGather) {
-    const std::uint8_t* p = Xu8 + static_cast<std::size_t>(cols[o]) * ld + c;
-    if (full) {
-      const uchar4 u = __ldg(reinterpret_cast<const uchar4*>(p));
-      d[0] = float(u.x) / 255.0f; d[1] = float(u.y) / 255.0f; d[2] = float(u.z) / 255.0f; d[3] = float(u.w) / 255.0f;
-    } else {
-#pragma unroll
-      for (int v = 0; v < 4; ++v) d[v] = c + v < c_end ? float(p[v]) / 255.0f : 0.0f;
-    }
+  const float* p = X + static_cast<std::size_t>(o) * ld + c;
+  if (vec && c + 4 <= c_end) {
+    const float4 u = __ldg(reinterpret_cast<const float4*>(p));
+    d[0] = u.x; d[1] = u.y; d[2] = u.z; d[3] = u.w;
   } else {
-    const float* p = X + static_cast<std::size_t>(o) * ld + c;
-    if (full) {
-      const float4 u = __ldg(reinterpret_cast<const float4*>(p));
-      d[0] = u.x; d[1] = u.y; d[2] = u.z; d[3] = u.w;
-    } else {
 #pragma unroll
-      for (int v = 0; v < 4; ++v) d[v] = c + v < c_end ? p[v] : 0.0f;
-    }
+    for (int v = 0; v < 4; ++v) d[v] = c + v < c_end ? p[v] : 0.0f;
   }
 }
 

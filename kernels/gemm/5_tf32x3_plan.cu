@@ -17,8 +17,8 @@ namespace tf32x3 {
 
 // k-slices for t tiles of which `resident` fit an SM at once, at depth K. Fitted to every
 // configuration at 1-6 slices over the trainer's GEMMs at H:B = 1024:3000, 1024:1000 and
-// 256:100 and at 4096^3 on an H200 (2026-11-27, bench/results/h200-2026-11-27b): this plan's
-// GEMMs took 1.01x the per-shape best in total, at most 1.3x on one shape (dA1, K = 10).
+// 256:100 and at 4096^3 on an H200 (gemm_bench --tf32 --splits 1,2,3,4,6): this plan's GEMMs
+// take 1.01x the per-shape best in total, at most 1.3x on one shape (dA1, K = 10).
 //  - Fewer tiles than SMs (the 10-row layer, the weight gradients of small layers): idle SMs,
 //    and each block is a long chain of k-tiles; split until the slices fill every SM's
 //    blocks, down to slices of 32.
@@ -67,20 +67,21 @@ int plan_splits_waves(long t, int K, int align) {
 // registers a thread): the tile choice's estimate; the split plan asks the runtime.
 constexpr int kNominalBlocks[kConfigs] = {1, 3, 8, 2};
 
-// 128x64 where it makes at least 4 full waves (4096^3: 1.06x cuBLAS, against 1.03x for 128x128
-// and 1.00x for 64x64 on the H200); 64x64 where its tiles fill at least 45% of one wave
-// (forward1 at H = 1024, B >= 750); else 32x32 (more, shorter blocks: the small layers, the
-// 10-row layer), also for a short K (dA1, K = 10: 32x32 0.0128 ms, 64x64 0.0137 at
-// 1024 x 3000). Measured on an H200: bench/results/h200-2026-11-27b/ (see plan_splits).
+// 128x64 where it makes at least 4 full waves (the fastest at 4096^3 on an H200, ahead of
+// 128x128 and 64x64); 64x64 where its tiles fill at least 45% of one wave (forward1 at H =
+// 1024, B >= 750); else 32x32 (more, shorter blocks: the small layers, the 10-row layer), also
+// for a short K (dA1, K = 10, where 32x32 beats 64x64). Measured with gemm_bench --tf32 on an
+// H200, as plan_splits.
 int plan_tile(int M, int N, int K) {
   const long sms = warptile::sm_count();
   const auto tiles = [&](int c) {
     return long((M + kTileM[c] - 1) / kTileM[c]) * ((N + kTileN[c] - 1) / kTileN[c]);
   };
   if (K < 64) return 2;
-  // Opt-in (measured on an H100 only, bench/results/h100-2026-11-28/): NN_TF32_WGMMA=1 in the
-  // environment (read at every call) gives the wgmma kernel every GEMM with M, N and K of 64
-  // or more on a GPU that has it (compute capability 9.0).
+  // Opt-in: NN_TF32_WGMMA=1 in the environment (read at every call) gives the wgmma kernel
+  // every GEMM with M, N and K of 64 or more on a GPU that has it (compute capability 9.0). Not
+  // in the default plan; its k-slice rule's constants are estimates, not fitted
+  // (kernels/gemm/README.md; its speed: the table there).
   if (M >= 64 && N >= 64) {
     const char* e = std::getenv("NN_TF32_WGMMA");
     static const bool available = gemm_tuning::tf32_wgmma_available();

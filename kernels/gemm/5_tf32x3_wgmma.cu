@@ -16,10 +16,10 @@
 //    waits, adds the tile's sum (from zero on the tensor cores) to the FP32 running sum, and
 //    one barrier ends the tile. Partial sums every 32 k (every 16 in 5_tf32x3.cu, so the bits
 //    differ from the mma.sync kernel's).
-//  - Split-K, the epilogues, the gathered uint8 batch: as 5_tf32x3.cu (5_tf32x3_device.h).
+//  - Split-K and the epilogues: as 5_tf32x3.cu (5_tf32x3_device.h).
 // gemm(5, ...) runs it only with NN_TF32_WGMMA=1 in the environment (5_tf32x3_plan.cu's
 // plan_tile); gemm_tuning::gemm_tf32_with(kTf32Wgmma, ...) and gemm_bench --tf32 run it where
-// tf32_wgmma_available(). Measured: bench/results/h100-2026-11-28/. Tested by
+// tf32_wgmma_available(). Its speed: kernels/gemm/README.md. Tested by
 // tests/kernels/test_gemm_wgmma.cu.
 #include "gemm/gemm.h"
 
@@ -53,7 +53,7 @@ __device__ __forceinline__ int core_off(int row, int k) {
 
 // One operand's 128 x BK slab (rows: m of A or n of B), staged in registers between its global
 // loads and its split stores. kKAlongC: k is the dimension contiguous in global memory.
-template <bool kGather, bool kKAlongC>
+template <bool kKAlongC>
 struct Slab {
   static constexpr int kChunks = 128 * kBK / (4 * kThreads);
   static_assert(kChunks * 4 * kThreads == 128 * kBK, "slab must split evenly");
@@ -74,16 +74,16 @@ struct Slab {
     }
   }
 
-  __device__ __forceinline__ void load(const float* X, const std::uint8_t* Xu8, const std::uint32_t* cols, int ld,
-                                       int row0, int row_end, int k0, int k_end, bool vec, int tid) {
+  __device__ __forceinline__ void load(const float* X, int ld, int row0, int row_end, int k0, int k_end, bool vec,
+                                       int tid) {
 #pragma unroll
     for (int q = 0; q < kChunks; ++q) {
       int row, k;
       where(q, tid, row, k);
       if constexpr (kKAlongC)
-        tf32x3::load4<kGather>(reg + 4 * q, X, Xu8, cols, ld, k0 + k, k_end, row0 + row, row_end, vec);
+        tf32x3::load4(reg + 4 * q, X, ld, k0 + k, k_end, row0 + row, row_end, vec);
       else
-        tf32x3::load4<kGather>(reg + 4 * q, X, Xu8, cols, ld, row0 + row, row_end, k0 + k, k_end, vec);
+        tf32x3::load4(reg + 4 * q, X, ld, row0 + row, row_end, k0 + k, k_end, vec);
     }
   }
 
@@ -114,16 +114,15 @@ struct Slab {
 };
 
 // D = epilogue(alpha * op(A) op(B) + beta * C), one 128 x 128 tile per block; the arguments
-// are 5_tf32x3.cu's. kGatherB: B is the gathered uint8 batch.
+// are 5_tf32x3.cu's.
 // The kernel is longer than 60 lines because the wgmma fences, the asynchronous products, their
 // wait and the next tile's split and store must stay in one place: their order is the hazard
 // the emulator checks.
-template <Op OA, Op OB, bool kGatherB, int kProducts>
+template <Op OA, Op OB, int kProducts>
 __global__ void __launch_bounds__(kThreads, 1)
 gemm_tf32x3_wgmma_kernel(int M, int N, int K, int k_split, float alpha, const float* A, int lda, const float* B,
                          int ldb, float beta, const float* C, int ldc, float* D, int ldd, Epilogue ep,
-                         const float* bias, int vec, float* ws, unsigned* counters, const std::uint8_t* Bu8,
-                         const std::uint32_t* Bcols, float step_lr) {
+                         const float* bias, int vec, float* ws, unsigned* counters, float step_lr) {
   static_assert(kProducts == 1 || kProducts == 3, "plain TF32 or the three-product compensation");
   extern __shared__ float4 smem4[];  // 2 stages of kStage floats (kSmemBytes)
   float* smem = reinterpret_cast<float*>(smem4);
@@ -135,11 +134,11 @@ gemm_tf32x3_wgmma_kernel(int M, int N, int K, int k_split, float alpha, const fl
   const int k_end = min(K, k_begin + k_split);
   const bool vecA = vec & 1, vecB = vec & 2;
 
-  Slab<false, OA == Op::T> la;
-  Slab<kGatherB, OB == Op::N> lb;
+  Slab<OA == Op::T> la;
+  Slab<OB == Op::N> lb;
   const auto load = [&](int k0) {
-    la.load(A, nullptr, nullptr, lda, m0, M, k0, k_end, vecA, tid);
-    lb.load(B, Bu8, Bcols, ldb, n0, N, k0, k_end, vecB, tid);
+    la.load(A, lda, m0, M, k0, k_end, vecA, tid);
+    lb.load(B, ldb, n0, N, k0, k_end, vecB, tid);
   };
   // The stores reach the tensor cores through the async proxy: each thread fences its own.
   const auto store = [&](int buf) {
@@ -211,11 +210,9 @@ template <int kProducts>
 void launch_wgmma(const GemmArgs<float>& a, cudaStream_t s, int splits) {
   int vec = 0;
   if (aligned16(a.A) && a.lda % 4 == 0) vec |= 1;
-  if (a.B_u8 ? (reinterpret_cast<std::uintptr_t>(a.B_u8) % 4 == 0 && a.ldb % 4 == 0)
-             : (aligned16(a.B) && a.ldb % 4 == 0))
-    vec |= 2;
-  const auto launch = [&]<Op OA, Op OB, bool kGather>() {
-    const auto kernel = gemm_tf32x3_wgmma_kernel<OA, OB, kGather, kProducts>;
+  if (aligned16(a.B) && a.ldb % 4 == 0) vec |= 2;
+  with_ops(a.opA, a.opB, [&]<Op OA, Op OB>() {
+    const auto kernel = gemm_tf32x3_wgmma_kernel<OA, OB, kProducts>;
     static const bool opted_in = [&] {
       CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
       return true;
@@ -229,10 +226,9 @@ void launch_wgmma(const GemmArgs<float>& a, cudaStream_t s, int splits) {
     grid.z = sl.z;
     kernel<<<grid, kThreads, kSmemBytes, s>>>(a.M, a.N, a.K, sl.k_split, a.alpha, a.A, a.lda, a.B, a.ldb, a.beta,
                                               a.C, a.ldc, a.D, a.ldd, a.epilogue, a.bias, vec, sl.ws, sl.counters,
-                                              a.B_u8, a.B_cols, a.step_lr);
+                                              a.step_lr);
     CHECK_LAUNCH("gemm_tf32x3_wgmma_kernel");
-  };
-  with_ops_gather(a, launch);
+  });
 }
 
 }  // namespace

@@ -14,12 +14,10 @@ namespace {
   throw std::invalid_argument("gemm: " + what);
 }
 
-// The launchers, indexed by variant number: one entry per registry row, null when retired.
+// The launchers, indexed by variant number: one entry per registry row.
 template <class T>
 using Launcher = void (*)(const GemmArgs<T>&, cudaStream_t);
-#define NN_GEMM_LAUNCHER_live(name, T) &gemm_detail::gemm_##name<T>
-#define NN_GEMM_LAUNCHER_retired(name, T) nullptr
-#define NN_GEMM_LAUNCHER(n, name, state, help) NN_GEMM_LAUNCHER_##state(name, T),
+#define NN_GEMM_LAUNCHER(n, name, step, help) &gemm_detail::gemm_##name<T>,
 template <class T>
 constexpr Launcher<T> kLaunchers[kGemmVariants] = {NN_GEMM_VARIANTS(NN_GEMM_LAUNCHER)};
 #undef NN_GEMM_LAUNCHER
@@ -29,20 +27,26 @@ const char* gemm_variant_name(int v) {
   return (v >= 0 && v < kGemmVariants) ? gemm_detail::kVariants[v].name : "unknown";
 }
 
-bool gemm_variant_available(int v) { return v >= 0 && v < kGemmVariants && gemm_detail::kVariants[v].live; }
+bool gemm_variant_available(int v) { return v >= 0 && v < kGemmVariants; }
 
 std::string gemm_variants_help() {
   std::string s;
   for (const gemm_detail::VariantInfo& v : gemm_detail::kVariants) {
     if (!s.empty()) s += ", ";
-    s += std::to_string(v.number) + " " + v.help + (v.live ? "" : " (retired)");
+    s += std::to_string(v.number) + " " + v.help;
   }
   return s;
 }
 
-int gemm_default_variant() { return 4; }
-
-bool gemm_has_fused_extras(int v) { return v == 4 || v == 5; }
+std::string gemm_fused_step_variants_text() {
+  std::string s, last;
+  for (const gemm_detail::VariantInfo& v : gemm_detail::kVariants) {
+    if (!v.fused) continue;
+    if (!last.empty()) s += (s.empty() ? "" : ", ") + last;
+    last = std::to_string(v.number);
+  }
+  return s.empty() ? last : s + " and " + last;
+}
 
 namespace gemm_detail {
 
@@ -57,11 +61,8 @@ void validate(const GemmArgs<T>& a) {
   if (a.lda < a_rows) bad("lda " + std::to_string(a.lda) + " < rows of A " + std::to_string(a_rows));
   if (a.ldb < b_rows) bad("ldb " + std::to_string(a.ldb) + " < rows of B " + std::to_string(b_rows));
   if (a.ldd < a.M) bad("ldd " + std::to_string(a.ldd) + " < M " + std::to_string(a.M));
-  const bool gathered = a.B_u8 != nullptr;
-  if (!a.A || !(a.B || gathered) || !a.D) bad("A, B and D must not be null");
+  if (!a.A || !a.B || !a.D) bad("A, B and D must not be null");
   if (a.D == a.A || a.D == a.B) bad("D must not alias A or B");
-  if (gathered && !a.B_cols) bad("a gathered uint8 B needs its column list B_cols");
-  if (gathered && a.opA != Op::N) bad("a gathered uint8 B needs op(A) = N");
   if (a.epilogue == Epilogue::Step) {
     if (!a.C) bad("the step epilogue needs C (the weights)");
     if (a.ldc < a.M) bad("ldc " + std::to_string(a.ldc) + " < M " + std::to_string(a.M));
@@ -82,12 +83,10 @@ template <class T>
 void gemm(int variant, const GemmArgs<T>& args, cudaStream_t s) {
   if (variant < 0 || variant >= kGemmVariants)
     bad("unknown variant " + std::to_string(variant) + " (0.." + std::to_string(kGemmVariants - 1) + ")");
-  if (!kLaunchers<T>[variant])
-    bad("variant " + std::to_string(variant) + " (" + gemm_variant_name(variant) + ") is retired");
   gemm_detail::validate(args);
-  if (!gemm_has_fused_extras(variant) && (args.B_u8 || args.epilogue == Epilogue::Step))
+  if (!gemm_has_fused_extras(variant) && args.epilogue == Epilogue::Step)
     bad(std::string("variant ") + std::to_string(variant) + " (" + gemm_variant_name(variant) +
-        ") has no gathered uint8 B and no step epilogue (variants 4 and 5 have both)");
+        ") has no step epilogue (" + gemm_fused_step_variants_text() + " have it)");
   GemmArgs<T> a = args;
   // BLAS semantics: C is not read at all (but the step epilogue reads the weights).
   if (a.beta == T(0) && a.epilogue != Epilogue::Step) a.C = nullptr;
@@ -99,9 +98,7 @@ void gemm(int variant, const GemmArgs<T>& args, cudaStream_t s) {
     for (int j0 = 0; j0 < a.N; j0 += kMaxN) {
       GemmArgs<T> c = a;
       c.N = a.N - j0 < kMaxN ? a.N - j0 : kMaxN;
-      if (a.B_u8 && a.opB == Op::N) c.B_cols = a.B_cols + j0;  // gathered: the columns' list
-      else if (a.B_u8) c.B_u8 = a.B_u8 + j0;
-      else c.B = a.opB == Op::N ? a.B + std::size_t(j0) * a.ldb : a.B + j0;
+      c.B = a.opB == Op::N ? a.B + std::size_t(j0) * a.ldb : a.B + j0;
       if (c.C) c.C = a.C + std::size_t(j0) * a.ldc;
       c.D = a.D + std::size_t(j0) * a.ldd;
       gemm(variant, c, s);

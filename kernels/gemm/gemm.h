@@ -32,25 +32,20 @@ struct GemmArgs {
   T* D = nullptr; int ldd = 0;
   Epilogue epilogue = Epilogue::None; const T* bias = nullptr;  // bias has M entries
   T step_lr = 0;  // Epilogue::Step's learning rate
-  // Variants 4 and 5 only (the fused step: the batch read straight from the resident images): when
-  // B_u8 is set, B is not read; the stored B (ldb rows per column) is uint8 columns gathered
-  // through B_cols, B(p, j) = B_u8[p + B_cols[j] * ldb] / 255 (a true division, as
-  // ops gather_normalize), so no normalised copy of the batch is ever written.
-  const std::uint8_t* B_u8 = nullptr; const std::uint32_t* B_cols = nullptr;
 };
 
 // The registry's rows as data (gemm/variants.h; gemm_detail because callers use the functions
-// below): number, name, --help text, live (false: retired, number kept, no launcher).
+// below): number, name, --help text, fused (has the fused step's Epilogue::Step).
 namespace gemm_detail {
 struct VariantInfo {
   int number;
   const char* name;
   const char* help;
-  bool live;
+  bool fused;
 };
-#define NN_GEMM_STATE_live true
-#define NN_GEMM_STATE_retired false
-#define NN_GEMM_INFO(n, name, state, help) VariantInfo{n, #name, help, NN_GEMM_STATE_##state},
+#define NN_GEMM_STEP_fused true
+#define NN_GEMM_STEP_plain false
+#define NN_GEMM_INFO(n, name, step, help) VariantInfo{n, #name, help, NN_GEMM_STEP_##step},
 inline constexpr VariantInfo kVariants[] = {NN_GEMM_VARIANTS(NN_GEMM_INFO)};
 #undef NN_GEMM_INFO
 constexpr bool numbered_in_order() {
@@ -59,21 +54,28 @@ constexpr bool numbered_in_order() {
   return true;
 }
 static_assert(numbered_in_order(), "gemm/variants.h: rows must be numbered 0, 1, 2, ... in order");
+static_assert(NN_GEMM_DEFAULT_VARIANT >= 0 && NN_GEMM_DEFAULT_VARIANT < int(std::size(kVariants)) &&
+                  kVariants[NN_GEMM_DEFAULT_VARIANT].fused,
+              "gemm/variants.h: the default variant must be a fused row");
 }  // namespace gemm_detail
 
 // 0 = cuBLAS (emulated on OpenBLAS in the CPU build), 1.. ours; numbers are permanent.
 constexpr int kGemmVariants = int(std::size(gemm_detail::kVariants));
 static_assert(kGemmVariants < 255, "checkpoint fingerprints store 255 for --device cpu (docs/checkpoint.md)");
 const char* gemm_variant_name(int v);  // "cublas", "naive", "tiled", "regblock", "warptile", ...
-bool gemm_variant_available(int v);    // live rows of the registry (all of them, in both builds)
+bool gemm_variant_available(int v);    // a row of the registry (every row runs in both builds)
 // The --gemm help of nn_train: "0 cuBLAS (emulator: on OpenBLAS), 1 naive, 2 tiled, ...".
 std::string gemm_variants_help();
 // Validates args (std::invalid_argument on M,N,K < 1, bad ld, null pointers), dispatches.
 template <class T>
 void gemm(int variant, const GemmArgs<T>& a, cudaStream_t s = 0);
-int gemm_default_variant();  // the best of ours: 4
-// Variants with the fused step's gathered uint8 B and step epilogue: 4 and 5.
-bool gemm_has_fused_extras(int v);
+constexpr int gemm_default_variant() { return NN_GEMM_DEFAULT_VARIANT; }  // variants.h
+// The registry's fused rows: the variants with the fused step's Epilogue::Step.
+constexpr bool gemm_has_fused_extras(int v) {
+  return v >= 0 && v < int(std::size(gemm_detail::kVariants)) && gemm_detail::kVariants[v].fused;
+}
+// Those variants' numbers for a message: "4 and 5".
+std::string gemm_fused_step_variants_text();
 // Frees the split-K scratch that variant 4 caches per stream and destroys variant 0's cuBLAS
 // handle. Call it before cudaDeviceReset, which frees device memory behind their backs (a
 // handle used after a reset fails on a GPU, and the emulator refuses it); errors are
@@ -100,8 +102,8 @@ void gemm_warptile_with_config(int cfg, int splits, const GemmArgs<T>& a, cudaSt
 constexpr int kTf32Configs = 4;
 // One more configuration past those: the 128x128 kernel on Hopper's warpgroup MMA
 // (5_tf32x3_wgmma.cu), only where tf32_wgmma_available() (compute capability 9.0: H100,
-// H200; always in the emulator); not chosen by tf32_plan yet, and its bits differ from the
-// others' (partial sums every 32 k, not 16).
+// H200; always in the emulator). tf32_plan chooses it only when NN_TF32_WGMMA=1 is set (for
+// M, N and K of 64 or more); its bits differ from the others' (partial sums every 32 k, not 16).
 constexpr int kTf32Wgmma = kTf32Configs;
 bool tf32_wgmma_available();
 const char* tf32_config_name(int cfg);  // "128x128", "64x64", "32x32", "128x64", "wgmma128x128"
@@ -121,7 +123,7 @@ inline constexpr int kMaxColumnsPerLaunch = 65535 * 8;
 
 // Launchers of the variants, one per registry row (gemm_NAME, defined in NUMBER_NAME.cu);
 // arguments already validated and at most kMaxColumnsPerLaunch columns, C null when beta == 0.
-#define NN_GEMM_DECLARE(n, name, state, help) \
+#define NN_GEMM_DECLARE(n, name, step, help) \
   template <class T> void gemm_##name(const GemmArgs<T>& a, cudaStream_t s);
 NN_GEMM_VARIANTS(NN_GEMM_DECLARE)
 // Destroys variant 0's process-wide cuBLAS handle (the next call creates a new one).
@@ -148,19 +150,6 @@ inline void with_ops(Op opA, Op opB, F&& f) {
     if (opB == Op::N) f.template operator()<Op::T, Op::N>();
     else f.template operator()<Op::T, Op::T>();
   }
-}
-
-// with_ops for launchers that also take the gathered uint8 batch (GemmArgs::B_u8):
-// f.template operator()<opA, opB, kGather>(). The gathered batch is B of the forward GEMM (op N)
-// and of dW1 (op T), op(A) = N in both (validate): only those two pairs get kGather.
-template <class T, class F>
-inline void with_ops_gather(const GemmArgs<T>& a, F&& f) {
-  if (a.B_u8) {
-    if (a.opB == Op::N) f.template operator()<Op::N, Op::N, true>();
-    else f.template operator()<Op::N, Op::T, true>();
-    return;
-  }
-  with_ops(a.opA, a.opB, [&]<Op OA, Op OB>() { f.template operator()<OA, OB, false>(); });
 }
 
 inline bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }

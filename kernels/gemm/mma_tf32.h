@@ -16,7 +16,8 @@
 //    for that reason). Warp-collective: all 32 lanes, converged. In the emulator a rendezvous
 //    of the warp (sim/include/mma.h, sim::mma_m16n8k8_tf32: the products exact, each d(i,j)
 //    summed with fmaf in k order; the GPU's internal rounding is not modelled bit for bit).
-// Tested by tests/kernels/test_gemm_tf32x3.cu (Tf32x3.*) and tests/sim/test_sim_wmma.cu.
+// Before sm_80 (V100, T4) both trap: the kernel compiles for every CUDA_ARCH, and --gemm 5 is
+// refused on such a GPU. Tested by tests/kernels/test_gemm_tf32x3.cu (Tf32x3.*) and tests/sim/test_sim_wmma.cu.
 #pragma once
 
 #ifdef SIM_EMULATOR
@@ -32,10 +33,13 @@ __device__ __forceinline__ float tf32_rn(float x) {
   unsigned r;
   asm("cvt.rn.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
   return __uint_as_float(r);
-#elif defined(__CUDA_ARCH__)
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   unsigned r;
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
   return __uint_as_float(r);
+#elif defined(__CUDA_ARCH__)
+  __trap();  // no TF32 before sm_80: --gemm 5 is refused there (nn::train::simulator_limits)
+  return x;
 #else
   return x;  // host pass of nvcc: never called
 #endif
@@ -49,12 +53,14 @@ __attribute__((always_inline)) inline void mma_m16n8k8_tf32(float (&d)[4], const
 }
 #else
 __device__ __forceinline__ void mma_m16n8k8_tf32(float (&d)[4], const float (&a)[4], const float (&b)[2]) {
-#if defined(__CUDA_ARCH__)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
       "{%0, %1, %2, %3};"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(__float_as_uint(a[0])), "r"(__float_as_uint(a[1])), "r"(__float_as_uint(a[2])),
         "r"(__float_as_uint(a[3])), "r"(__float_as_uint(b[0])), "r"(__float_as_uint(b[1])));
+#elif defined(__CUDA_ARCH__)
+  __trap();  // T4, V100: no TF32 tensor cores; never launched there (--gemm 5 is refused)
 #endif
 }
 #endif

@@ -1,8 +1,8 @@
 // The persistent step's plan (persistent_step.h): the variant, the W1 tiles and the grid from the
 // device's SM count, shared memory and the kernels' occupancy, and a model of the step's time for
-// the second kernel and for the fused step, from the latencies and rates measured on an H200
-// (bench/results/h200-2026-11-28); a prediction, never a measurement. Host code (nvcc or simcc, for
-// the kernels' occupancy). Tested by tests/kernels/test_persistent_step2.cpp.
+// the second kernel and for the fused step, from the latencies and rates measured on an H200 (the
+// constants below); a prediction, never a measurement. Host code (nvcc or simcc, for the kernels'
+// occupancy). Tested by tests/kernels/test_persistent_step2.cpp.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -22,9 +22,11 @@ int pick_tile_d(int D, int H, int blocks);
 
 namespace {
 
-// The model's inputs. Measured on an H200 (132 SMs, 2026-11-28): a cooperative grid.sync over
-// 132 blocks 1.06 us; the fused step 38.7 us at 256:100 and 100 us at 512:800 (its model below is
-// the line through those two: 34.6 us + its FLOPs at 19.6 TFLOP/s). From the kernel's sm_90 SASS
+// The model's inputs. Measured on an H200 (132 SMs): a cooperative grid.sync over 132 blocks
+// 1.06 us; the fused step 38.7 us at 256:100 and 100 us at 512:800 (its model below is the line
+// through those two: 34.6 us + its FLOPs at 19.6 TFLOP/s).
+// Provenance: bench/results/h200-2026-11-28 (latency_probe, lat_ours_*).
+// From the kernel's sm_90 SASS
 // (nvcc 13.0): phase A's loop 85 instructions a warp per 4 inputs of its 4 x 4 tile, phase C's
 // 83 per 4 batch columns. Assumed: 1.98 GHz; a warp scheduler (4 an SM) issues one instruction a
 // clock, so a phase takes its busiest scheduler's warps times a warp's instructions; a dependent

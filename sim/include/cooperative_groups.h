@@ -1,6 +1,6 @@
 // cooperative_groups under the SIMT CPU emulator: the grid and the block as groups, with
 // grid_group::sync() (the grid barrier of a cudaLaunchCooperativeKernel launch) and
-// thread_block::sync(). The runtime side is sim/runtime/coop.cpp; sim/README.md ("Grid
+// thread_block::sync(). The runtime side is sim/runtime/coop.cpp; sim/docs/cooperative.md ("Grid
 // barriers") lists what is checked. Tested by tests/sim/test_sim_coop.cu.
 #pragma once
 #include "sim/cuda_sim.h"

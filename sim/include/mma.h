@@ -1,5 +1,5 @@
 // CUDA's WMMA API (<mma.h>, namespace nvcuda::wmma) for the SIMT CPU emulator: the TF32
-// subset, m16n16k8 only (what kernels/gemm/5_tf32x3.cu uses). Documented in sim/README.md
+// subset, m16n16k8 only (what kernels/gemm/5_tf32x3.cu uses). Documented in sim/docs/tensor-cores.md
 // ("WMMA (tensor cores)"); tested by tests/sim/test_sim_wmma.cu.
 //
 //  - fragment<matrix_a, 16, 16, 8, precision::tf32, row_major|col_major> (16x8, M x K, 4 per
@@ -33,7 +33,7 @@
 //  - wmma::__float_to_tf32: cvt.rna.tf32.f32, to nearest with ties away from zero, low 13
 //    bits cleared (a carry may reach the next binade or infinity); Inf and NaN keep their
 //    top 19 bits (truncated: on an H200 the NaN 0x7f800001, whose payload is all in the low 13
-//    bits, became +Inf, 2026-11-27).
+//    bits, became +Inf; tests/sim/test_sim_wmma.cu).
 #pragma once
 #include <cmath>
 #include <cstddef>
@@ -478,7 +478,7 @@ class fragment {
   static_assert(sim_always_false_<Use>,
                 "the emulator's <mma.h> has only the m16n16k8 TF32 fragments: "
                 "fragment<matrix_a|matrix_b, 16, 16, 8, precision::tf32, row_major|col_major> and "
-                "fragment<accumulator, 16, 16, 8, float> (sim/README.md, WMMA)");
+                "fragment<accumulator, 16, 16, 8, float> (sim/docs/tensor-cores.md)");
 };
 
 template <int N>

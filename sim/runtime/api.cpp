@@ -120,7 +120,7 @@ void launch_refused(const LaunchParams& p, cudaError_t e, const char* why_fmt, .
 // CUDA's limits: at most 1024 threads per block, block dimensions up to {1024, 1024, 64},
 // grid dimensions up to {2^31 - 1, 65535, 65535}, none of them 0. The error is
 // cudaErrorInvalidValue: what CUDA 13.0's runtime returned for each of these cases on an H200
-// (driver 580.159.04, tests/sim/test_sim_runtime.cu, 2026-11-25); older runtimes, and the
+// (driver 580.159.04, tests/sim/test_sim_runtime.cu); older runtimes, and the
 // programming guide's examples, say cudaErrorInvalidConfiguration.
 bool launch_config_ok(const LaunchParams& p) {
   const dim3 b = p.block, g = p.grid;
@@ -210,7 +210,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int device) {
   *p = cudaDeviceProp{};
   const int w = settings().workers;
   std::snprintf(p->name, sizeof p->name, "SIMT CPU emulator (%d workers)", w);
-  p->pciBusID = 1 + device;  // one bus per device, as on a multi-GPU node; domain and slot 0
+  p->pciBusID = 1 + settings().bus[device];  // one bus per node GPU (CUDA_VISIBLE_DEVICES); domain, slot 0
   p->totalGlobalMem = static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) *
                       static_cast<size_t>(sysconf(_SC_PAGESIZE));
   p->sharedMemPerBlock = kDefaultSmem;

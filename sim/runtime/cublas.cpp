@@ -44,7 +44,7 @@ std::set<cublasContext*>& handles() {
 // destroyed handle is NOT_INITIALIZED (on a GPU a destroyed one is undefined behaviour; here
 // it is always caught). A handle kept across a reset points at device state the reset freed:
 // on an H200 its next cublasSgemm returned CUBLAS_STATUS_EXECUTION_FAILED and a later kernel
-// faulted with an illegal address (2026-11-25); here every call but cublasDestroy refuses it.
+// faulted with an illegal address; here every call but cublasDestroy refuses it.
 bool registered(cublasHandle_t h) {
   if (!h) return false;
   std::lock_guard<std::mutex> lk(handles_mutex());
@@ -340,7 +340,7 @@ cublasStatus_t cublasGetStream_v2(cublasHandle_t handle, cudaStream_t* streamId)
 }
 
 // cuBLAS documents a 256-byte aligned workspace but does not check it: cuBLAS 13.0 on an H200
-// accepted one 16 bytes off (tests/sim/test_sim_cublas_args.cu, 2026-11-25), and so does this.
+// accepted one 16 bytes off (tests/sim/test_sim_cublas_args.cu), and so does this.
 cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t handle, void* workspace,
                                      size_t workspaceSizeInBytes) {
   if (!live(handle))
@@ -372,8 +372,8 @@ cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode) {
   if (!live(handle))
     return refuse(CUBLAS_STATUS_NOT_INITIALIZED, "cublasSetMathMode", bad_handle_why(handle));
   // Any combination of cuBLAS 13's five mode bits (1, 2, 4, 8, 16) is accepted and kept, as
-  // cuBLAS 13.0 on an H200 did (5 accepted, 32 refused; tests/sim/test_sim_cublas_args.cu,
-  // 2026-11-25). The BF16x9 and fixed-point emulations aim at full FP32/FP64 accuracy: every
+  // cuBLAS 13.0 on an H200 did (5 accepted, 32 refused; tests/sim/test_sim_cublas_args.cu).
+  // The BF16x9 and fixed-point emulations aim at full FP32/FP64 accuracy: every
   // mode is computed as the default.
   if (static_cast<unsigned>(mode) & ~31u)
     return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasSetMathMode",

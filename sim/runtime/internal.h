@@ -239,6 +239,7 @@ struct Settings {
   FaultMode fault_mode = FaultMode::Abort;
   int workers = 1;
   int devices = 1;  // SIM_DEVICES: devices the runtime presents (one host memory underneath)
+  int bus[64] = {};  // CUDA_VISIBLE_DEVICES: each device's index on the node (its PCI bus - 1)
   size_t stack_bytes = 256 * 1024;
 };
 Settings& settings();
@@ -283,7 +284,7 @@ const char* kind_name(int warp_kind);
 // does for synchronous calls (cudaMalloc, cudaDeviceSynchronize, ...). Given the capturing
 // stream itself (cudaStreamSynchronize), any capture mode refuses. legacy_work: the call puts
 // work on the legacy stream (cudaMemcpy, cudaMemset): CUDA 13.0 answers
-// cudaErrorStreamCaptureImplicit for those (seen on an H200, driver 580.159.04, 2026-11-25).
+// cudaErrorStreamCaptureImplicit for those (seen on an H200, driver 580.159.04).
 cudaError_t capture_forbids(cudaStream_t stream = nullptr, bool legacy_work = false);
 // The same check without the lazy mode's draining (cudaEventSynchronize drains only up to
 // its event's record).

@@ -24,6 +24,22 @@ Global::Global() {
     if (w <= 0) w = static_cast<int>(std::thread::hardware_concurrency());
     s.workers = w < 1 ? 1 : w;
   }
+  for (int d = 0; d < kMaxDevices; ++d) s.bus[d] = d;
+  // Under Slurm (gres gpu) each rank sees the node GPUs it was given, as a GPU process would:
+  // as many devices as CUDA_VISIBLE_DEVICES lists, each on the bus of its index on the node.
+  // SIM_DEVICES, when set, wins.
+  if (const char* e = std::getenv("CUDA_VISIBLE_DEVICES"); e && !std::getenv("SIM_DEVICES")) {
+    int n = 0;
+    for (const char* c = e; *c && n < kMaxDevices; ++n) {
+      char* end = nullptr;
+      const long k = std::strtol(c, &end, 10);
+      s.bus[n] = end != c && k >= 0 ? static_cast<int>(k) : n;  // a UUID: its position
+      c = std::strchr(c, ',');
+      if (!c) { ++n; break; }
+      ++c;
+    }
+    s.devices = n;
+  }
   if (const char* e = std::getenv("SIM_DEVICES"); e && *e) {
     // Devices per process, as CUDA_VISIBLE_DEVICES would show a multi-GPU node. A typo here
     // would silently map every rank to device 0: stop instead.

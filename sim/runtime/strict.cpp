@@ -74,9 +74,9 @@ bool on_kernel_fiber(const Worker* w) {
 // maxThreadsPerBlock"; cudaFuncAttributes::maxThreadsPerBlock is documented as "the maximum
 // number of threads per block, beyond which a launch of the function would fail". The error
 // is cudaErrorInvalidValue, a launch error that leaves the context usable (not sticky): what
-// CUDA 13.0's runtime returned on an H200 (driver 580.159.04, tests/sim/test_sim_bounds_align.cu,
-// 2026-11-25). The documentation of cudaErrorLaunchOutOfResources ("too many threads for the
-// kernel's register count") suggested 701, which the emulator answered before that run.
+// CUDA 13.0's runtime returned on an H200 (driver 580.159.04, tests/sim/test_sim_bounds_align.cu),
+// not the 701 that the documentation of cudaErrorLaunchOutOfResources ("too many threads for
+// the kernel's register count") suggests.
 void launch_bounds_exceeded(const Bounds& b, unsigned long long threads, const char* file, int line) {
   Worker* w = tl_worker;
   if (!w || !w->in_block || !w->L) return;

@@ -169,8 +169,8 @@ const Spec kSpecs[] = {
      if (to_bool(v)) c.graph = Graphs::Off;
      else if (c.graph == Graphs::Off) c.graph = Graphs::Auto;
    }},
-  {"fused", "M", "--device gpu: the step as five fused kernels (four with --fused-gather gemm), the "
-   "batch taken from the resident images, the loss kept on the device until the epoch ends; auto (with --gemm 4 or 5, data parallel) | "
+  {"fused", "M", "--device gpu: the step as five fused kernels, the batch gathered from the resident "
+   "images once a step, the loss kept on the device until the epoch ends; auto (with --gemm 4 or 5, data parallel) | "
    "on (an error where it cannot) | off (the separate kernels, for comparison)",
    [](const Config& c) { return std::string(fused_name(c.fused)); },
    [](Config& c, const std::string& v) {
@@ -181,8 +181,8 @@ const Spec kSpecs[] = {
      else throw BadValue{s.empty() ? "missing value" : "must be auto, on or off"};
    }},
   {"persistent", "M", "with the fused step at one rank: runs of steps as one cooperative launch each, "
-   "two grid barriers a step; on (an error where it cannot) | off (a graph replay a step) | auto (off "
-   "until it is timed on a GPU)",
+   "two grid barriers a step; on (an error where it cannot) | off (a graph replay a step) | auto (off: "
+   "the fused step measured faster on a GPU)",
    [](const Config& c) { return std::string(persistent_name(c.persistent)); },
    [](Config& c, const std::string& v) {
      const std::string s = trim(v);
@@ -190,17 +190,6 @@ const Spec kSpecs[] = {
      else if (s == "on") c.persistent = Persistent::On;
      else if (s == "off") c.persistent = Persistent::Off;
      else throw BadValue{s.empty() ? "missing value" : "must be auto, on or off"};
-   }},
-  {"fused-gather", "M", "with the fused step: gemm (the GEMMs read the batch's bytes and normalise "
-   "them in their tile loads) | copy (one kernel a step gathers a normalised copy for both GEMMs) | "
-   "auto (copy: faster on an H200 at every shape timed); the same weights either way",
-   [](const Config& c) { return std::string(fused_gather_name(c.fused_gather)); },
-   [](Config& c, const std::string& v) {
-     const std::string s = trim(v);
-     if (s == "auto") c.fused_gather = FusedGather::Auto;
-     else if (s == "gemm") c.fused_gather = FusedGather::Gemm;
-     else if (s == "copy") c.fused_gather = FusedGather::Copy;
-     else throw BadValue{s.empty() ? "missing value" : "must be auto, gemm or copy"};
    }},
   {"timeout", "SEC", "end the job (exit code 6) when a step takes over SEC s (setup and the "
    "first step: max(4 SEC, 120)), naming the MPI call it waits in (0 = off)",

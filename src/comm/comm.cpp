@@ -1,5 +1,6 @@
-// Thin RAII and helper layer over MPI (the only MPI user in the project).
-// Tested by tests/comm/test_comm.cpp under mpirun at 1-4 ranks.
+// Thin RAII and helper layer over MPI (the only MPI user in the project): the session, the
+// ranks' places, small reductions of flags and sums, broadcasts, the shards' scatter. The
+// gradient's sums are in gradients.cpp. Tested by tests/comm/test_comm.cpp under mpirun at 1-4 ranks.
 #include "comm/comm.h"
 #include "comm/mpi_buffer.h"
 #include "comm/mpi_check.h"
@@ -143,25 +144,6 @@ std::string broadcast(const std::string& s) {
   return out;
 }
 
-namespace {
-
-// MPI counts are ints: longer buffers go in pieces of at most INT_MAX elements.
-
-template <class T>
-void allreduce_sum_impl(T* buf, std::size_t n, MPI_Datatype type) {
-  for (std::size_t done = 0; done < n;) {
-    const std::size_t m = std::min(kMaxCount, n - done);
-    check((detail::Busy("MPI_Allreduce"), MPI_Allreduce(MPI_IN_PLACE, detail::mpi_buffer(buf + done), static_cast<int>(m), type,
-                        MPI_SUM, MPI_COMM_WORLD)),
-          "MPI_Allreduce");
-    done += m;
-  }
-}
-
-}  // namespace
-
-void allreduce_sum(float* buf, std::size_t n) { allreduce_sum_impl(buf, n, MPI_FLOAT); }
-void allreduce_sum(double* buf, std::size_t n) { allreduce_sum_impl(buf, n, MPI_DOUBLE); }
 
 void broadcast_bytes(void* p, std::size_t n) {
   auto* b = static_cast<unsigned char*>(p);

@@ -42,12 +42,11 @@ std::uint64_t sum(std::uint64_t value);
 // Rank 0's string reaches every rank.
 std::string broadcast(const std::string& s);
 
-// ---- data-parallel training (src/train) ----
+// ---- the gradient's sums: the data-parallel step's MPI calls (gradients.cpp) ----
 // In-place sum over ranks of n values (MPI_IN_PLACE, MPI_SUM) on host or pinned memory;
 // buffers longer than INT_MAX elements go in several calls. Every rank passes the same n.
 void allreduce_sum(float* buf, std::size_t n);
 void allreduce_sum(double* buf, std::size_t n);
-// ---- communication strategies (src/comm/strategies.cpp) ----
 // A reduction in flight (MPI_Iallreduce): the buffer must stay untouched until wait()
 // returns. test() lets MPI progress it (call it while the host waits for something else).
 class Request {
@@ -58,7 +57,7 @@ class Request {
   Request& operator=(Request&&) noexcept;
   bool test();
   void wait();
-  struct Impl;  // MPI's handles; defined in strategies.cpp only
+  struct Impl;  // MPI's handles; defined in gradients.cpp only
   Impl& impl() { return *impl_; }
 
  private:
@@ -74,6 +73,8 @@ Request iallreduce_sum(double* buf, std::size_t n);
 // In place; the same n on every rank; blocking.
 void ps_sum(float* buf, std::size_t n);
 void ps_sum(double* buf, std::size_t n);
+
+// ---- what the other strategies need (strategies.cpp) ----
 // Every rank's values, concatenated in rank order, on rank 0 (empty elsewhere). The counts
 // may differ per rank (model parallelism: each rank's slice of the hidden layer).
 std::vector<double> gather_to_root(const std::vector<double>& mine);

@@ -7,7 +7,7 @@
 // view; host code in src/comm that touches a buffer itself uses the caller's pointer, so it
 // faults on device memory exactly as it would on a GPU. With SIM_MPI_CUDA_AWARE=0 the
 // emulated MPI is not CUDA-aware and gets the pointer unchanged (and faults on device memory).
-// Used by comm.cpp and strategies.cpp only; tested through tests/train (--mpi device).
+// Used by gradients.cpp and comm.cpp only; tested through tests/train (--mpi device).
 #pragma once
 #ifdef SIM_EMULATOR
 #include <cstdlib>

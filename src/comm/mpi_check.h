@@ -1,4 +1,4 @@
-// Internal to src/comm (comm.cpp, strategies.cpp): how an MPI call's failure ends the job,
+// Internal to src/comm (comm.cpp, gradients.cpp, strategies.cpp): how an MPI call's failure ends the job,
 // and the largest count one MPI call takes.
 #pragma once
 #include <mpi.h>

@@ -1,7 +1,7 @@
 // Memory shared by the ranks of one node (comm::NodeShared, comm::one_node): an MPI-3 shared
 // window (MPI_Win_allocate_shared) held in a lock_all epoch for its whole life, so loads and
 // stores are plain memory accesses and sync() is the only MPI call per use. Used by the host
-// model's node-shared step (--device cpu, src/train/exchange.h). Tested by
+// model's node-shared step (--device cpu, src/train/step.cpp). Tested by
 // tests/comm/test_node_shared.cpp at 1-4 ranks.
 #include <mpi.h>
 

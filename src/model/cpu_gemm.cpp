@@ -12,7 +12,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace nn::train {
+namespace nn::model {
 
 const char* cpu_gemm_name(CpuGemm g) {
   return g == CpuGemm::OneDNN ? "onednn" : g == CpuGemm::OpenBLAS ? "openblas" : "auto";
@@ -77,4 +77,4 @@ void set_gemm_threads(int n) {
 #endif
 }
 
-}  // namespace nn::train
+}  // namespace nn::model

@@ -7,7 +7,7 @@
 #pragma once
 #include <string>
 
-namespace nn::train {
+namespace nn::model {
 
 // Auto: the default, resolved once per run by resolved_cpu_gemm (below).
 enum class CpuGemm { Auto, OpenBLAS, OneDNN };
@@ -40,4 +40,4 @@ inline void cpu_gemm(CpuGemm, bool ta, bool tb, int M, int N, int K, double alph
 // oneDNN's OpenMP runtime).
 void set_gemm_threads(int n);
 
-}  // namespace nn::train
+}  // namespace nn::model

@@ -24,7 +24,7 @@
 #define NN_CPU_CLONES
 #endif
 
-namespace nn::train::cpu {
+namespace nn::model::cpu {
 
 namespace {
 
@@ -367,4 +367,4 @@ void softmax_xent(double* Z, const double* b2, const std::uint8_t* y, int C, int
   softmax_impl(Z, b2, y, C, b, inv_B, loss, hits);
 }
 
-}  // namespace nn::train::cpu
+}  // namespace nn::model::cpu

@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace nn::train::cpu {
+namespace nn::model::cpu {
 
 // exp(x) for x <= 0, to about 2 ulp (float), written so that a compiler can vectorise it:
 // Cody-Waite reduction x = n ln2 + r, a degree-6 polynomial for e^r, 2^n from the exponent
@@ -79,4 +79,4 @@ void layer2_block(double* A, const double* b1, const double* W2t, const double* 
                   int C, int n, double inv_B, double* Z, double* dZ1, double* dW2p, double* db1p, double* loss,
                   std::uint64_t* hits);
 
-}  // namespace nn::train::cpu
+}  // namespace nn::model::cpu

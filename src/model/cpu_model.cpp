@@ -29,7 +29,7 @@
 #include "model/cpu_kernels.h"
 #include "model/cpu_model_split.h"
 
-namespace nn::train {
+namespace nn::model {
 
 
 // split(): cpu_model_split.h (shared with cpu_model_shared.cpp).
@@ -384,4 +384,4 @@ void CpuModel<T>::sgd_step(T lr) {
 template class CpuModel<float>;
 template class CpuModel<double>;
 
-}  // namespace nn::train
+}  // namespace nn::model

@@ -18,7 +18,7 @@
 #include "model/model.h"
 #include "model/param_layout.h"
 
-namespace nn::train {
+namespace nn::model {
 
 // uint8 images (D x n, column-major: one image per column) and their labels in host memory:
 // the CPU model's counterpart of DeviceImages (same constructor).
@@ -36,6 +36,7 @@ template <class T>
 class CpuModel {
  public:
   using Images = CpuImages;
+  using Scalar = T;
   static constexpr bool kOnHost = true;  // computes on the host: no device, no streams (model.h)
 
   // max_cols: the most columns one forward pass handles. H == 0 is allowed (a model-parallel
@@ -102,7 +103,7 @@ class CpuModel {
     fused_lr_ = lr;
   }
 
-  // Node-shared data parallelism (every rank on one node; src/train/exchange.h): the
+  // Node-shared data parallelism (every rank on one node; src/train/step.cpp's node_shared_step): the
   // parameters live once, in memory all the node's ranks map, and each rank's X and dZ1 in
   // its own part of shared memory that the others read. Rank r owns columns [D r / p,
   // D (r+1) / p) of W1 (one contiguous block) and the r-th p-th of [b1 | W2 | b2]: after the
@@ -192,5 +193,6 @@ class CpuModel {
 };
 
 static_assert(TrainableModel<CpuModel<float>, float> && TrainableModel<CpuModel<double>, double>);
+static_assert(NodeSharedModel<CpuModel<float>> && NodeSharedModel<CpuModel<double>>);
 
-}  // namespace nn::train
+}  // namespace nn::model

@@ -10,7 +10,7 @@
 #include "model/cpu_gemm.h"
 #include "model/cpu_model.h"
 
-namespace nn::train {
+namespace nn::model {
 
 template <class T>
 void CpuModel<T>::reset_stats() {
@@ -105,4 +105,4 @@ typename CpuModel<T>::GemmTiming CpuModel<T>::time_step_gemms(int b, int reps, b
 NN_CPU_MODEL_EVAL(float)
 NN_CPU_MODEL_EVAL(double)
 
-}  // namespace nn::train
+}  // namespace nn::model

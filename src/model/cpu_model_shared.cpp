@@ -1,5 +1,5 @@
 // CpuModel (cpu_model.h) with node-shared weights (--device cpu, every rank on one node;
-// src/train/setup.h, exchange.h): where the parameters and every rank's X and dZ1 live,
+// src/train/setup.cpp, step.cpp): where the parameters and every rank's X and dZ1 live,
 // which part of the weights this rank steps, its columns of the whole batch's dW1 and the
 // step itself. Tested by tests/train/test_cpu_train.cpp and tests/train/test_resume.cpp.
 #include <algorithm>
@@ -13,7 +13,7 @@
 #include "model/cpu_model.h"
 #include "model/cpu_model_split.h"
 
-namespace nn::train {
+namespace nn::model {
 
 template <class T>
 void CpuModel<T>::use_node_shared(SharedParts parts) {
@@ -96,4 +96,4 @@ void CpuModel<T>::node_shared_step(T lr, T reg) {
 NN_CPU_MODEL_SHARED(float)
 NN_CPU_MODEL_SHARED(double)
 
-}  // namespace nn::train
+}  // namespace nn::model

@@ -10,7 +10,7 @@
 
 #include "model/cpu_model.h"
 
-namespace nn::train {
+namespace nn::model {
 
 // fn(lo, hi) over [0, n) in equal contiguous parts, one per OpenMP thread, when the GEMMs are
 // oneDNN's and run on more than one thread: those OpenMP threads are idle between the GEMMs
@@ -35,4 +35,4 @@ void CpuModel<T>::split(std::size_t n, [[maybe_unused]] std::size_t grain, F&& f
   fn(0, n);
 }
 
-}  // namespace nn::train
+}  // namespace nn::model

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-namespace nn::train {
+namespace nn::model {
 
 namespace {
 
@@ -114,4 +114,4 @@ std::string cpu_name() {
   return name.empty() ? "CPU" : name;
 }
 
-}  // namespace nn::train
+}  // namespace nn::model

@@ -1,10 +1,10 @@
 // The host's cores for --device cpu: how many BLAS threads a rank uses, and the CPU's name
-// for the header. Used by the trainer's setup (src/train/setup.h); tested by
+// for the header. Used by the trainer's setup (src/train/setup.cpp); tested by
 // tests/model/test_cpu_kernels.cpp.
 #pragma once
 #include <string>
 
-namespace nn::train {
+namespace nn::model {
 
 // BLAS threads for one rank. What is asked: OPENBLAS_NUM_THREADS, else OMP_NUM_THREADS, else
 // Slurm's SLURM_CPUS_PER_TASK; what there is room for: the cores in this process's affinity
@@ -37,4 +37,4 @@ int openmp_place_cpus();
 // The CPU's model name (/proc/cpuinfo), or "CPU" when unknown.
 std::string cpu_name();
 
-}  // namespace nn::train
+}  // namespace nn::model

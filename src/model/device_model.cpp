@@ -1,7 +1,6 @@
-// DeviceModel: forward/backward of one rank's batch slice with the GEMM dispatcher and the
-// ops kernels, queued on the model's stream; --graph replays of each phase; the model-parallel
-// phases. The copies for the exchanges (on a second stream, after the phase events: the
-// overlap) are in device_model_copies.cpp.
+// DeviceModel (device_model.h) apart from the training step (device_model_step.cpp): the
+// buffers, parameters and data, the model-parallel phases, the fused and persistent steps'
+// set-up, the device's statistics and evaluation.
 // Tested through tests/train/test_train.cpp and test_strategies.cpp (reference replay).
 #include "model/device_model.h"
 
@@ -13,9 +12,10 @@
 #include "common/check.h"
 #include "common/nvtx.h"
 #include "gemm/gemm.h"
+#include "ops/layer2.h"
 #include "ops/ops.h"
 
-namespace nn::train {
+namespace nn::model {
 
 DeviceImages::DeviceImages(const std::uint8_t* img, const std::uint8_t* lab, std::size_t n_, int D_)
     : images(n_ * std::size_t(D_)), labels(n_), n(n_), D(D_) {
@@ -84,196 +84,64 @@ void DeviceModel<T>::set_order(const std::vector<std::uint32_t>& order) {
   order_.upload(order.data(), order.size());
 }
 
-// X = images(:, idx) / 255, A1 = sigmoid(W1 X + b1), Z2 = W2 A1 (+ b2) (columns 0..b-1).
 template <class T>
-void DeviceModel<T>::forward(const std::uint8_t* images, const std::uint32_t* idx, int b, bool bias2) {
-  NN_RANGE("forward");
-  const int D = lay_.D, H = lay_.H, C = lay_.C;
-  const cudaStream_t s = stream_.get();
-  const T* P = params_.get();
-  gather_normalize<T>(images, D, idx, b, X_.get(), s);
-  if (H == 0) {  // a model-parallel rank without hidden units adds nothing to the scores
-    CUDA_CHECK(cudaMemsetAsync(Z2_.get(), 0, sizeof(T) * std::size_t(C) * b, s));
-    return;
+void DeviceModel<T>::enable_fused(bool on) {
+  if (on && (lay_.H < 1 || lay_.C > kLayer2MaxClasses || !gemm_has_fused_extras(variant_)))
+    throw std::invalid_argument("DeviceModel: the fused step needs H >= 1, at most " +
+                                std::to_string(kLayer2MaxClasses) + " classes and GEMM variant 4 or 5 (got H " +
+                                std::to_string(lay_.H) + ", C " + std::to_string(lay_.C) + ", variant " +
+                                std::to_string(variant_) + ")");
+  if (on && parts_.size() == 0) {
+    const int tiles = layer2_tiles(max_cols_);
+    parts_ = DeviceBuffer<T>(std::size_t(tiles) * layer2_part_size(lay_.H, lay_.C));
+    loss_parts_ = DeviceBuffer<double>(std::size_t(tiles));
+    hit_parts_ = DeviceBuffer<unsigned>(std::size_t(tiles));
+    counts_ = DeviceBuffer<unsigned>(3);
   }
-  {
-    NN_RANGE("forward GEMM 1");
-    GemmArgs<T> g;
-    g.M = H; g.N = b; g.K = D;
-    g.A = P + lay_.W1(); g.lda = H;
-    g.B = X_.get(); g.ldb = D;
-    g.D = A1_.get(); g.ldd = H;
-    g.epilogue = Epilogue::BiasSigmoid; g.bias = P + lay_.b1();
-    gemm(variant_, g, s);
-  }
-  {
-    NN_RANGE("forward GEMM 2");
-    GemmArgs<T> g;
-    g.M = C; g.N = b; g.K = H;
-    g.A = P + lay_.W2(); g.lda = C;
-    g.B = A1_.get(); g.ldb = H;
-    g.D = Z2_.get(); g.ldd = C;
-    if (bias2) { g.epilogue = Epilogue::Bias; g.bias = P + lay_.b2(); }
-    gemm(variant_, g, s);
-  }
+  fused_ = on;
+  graphs_.clear();  // captured phases are the other path's
+  reset_stats();
 }
 
 template <class T>
-void DeviceModel<T>::stage_batch(std::size_t offset, int b) {
-  if (b < 0 || b > max_cols_ || offset + std::size_t(b) > shard_.n)
-    throw std::out_of_range("forward_backward: slice outside the shard or the activations");
-  // The batch's indices move to a buffer of their own, so every step's launches take the
-  // same pointers: that is what lets one captured graph serve every batch.
-  if (b > 0)
-    CUDA_CHECK(cudaMemcpyAsync(batch_idx_.get(), order_.get() + offset, sizeof(std::uint32_t) * b,
-                               cudaMemcpyDeviceToDevice, stream_.get()));
+std::string DeviceModel<T>::enable_persistent(bool on, int B) {
+  persistent_ = false;
+  if (!on) return "";
+  if (!fused_) return "it needs the fused step";
+  if (B < 1 || B > max_cols_) return "the batch does not fit the model's columns";
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  const PersistentPlan plan = nn::persistent_plan<T>(lay_.D, lay_.H, B, dev);
+  if (plan.blocks < 1) return "the device cannot launch it cooperatively";
+  if (plan.scratch * sizeof(T) > kPersistentMaxScratch)
+    return "its partial sums would take " + std::to_string(plan.scratch * sizeof(T) >> 20) + " MiB (at most " +
+           std::to_string(kPersistentMaxScratch >> 20) + ")";
+  if (lay_.C > kLayer2MaxClasses) return "it handles at most " + std::to_string(kLayer2MaxClasses) + " classes";
+  pplan_ = plan;
+  pscratch_ = DeviceBuffer<T>(plan.scratch);
+  pdz1_ = DeviceBuffer<T>(std::size_t(lay_.H) * B);
+  ploss_ = DeviceBuffer<double>(std::size_t(B));
+  phits_ = DeviceBuffer<unsigned>(std::size_t(B));
+  persistent_ = true;
+  return "";
 }
 
-// dW2 = dZ2 A1^T (+ reg W2 through the GEMM's beta * C: one pass, no extra kernel), db2.
 template <class T>
-void DeviceModel<T>::layer2_grads(int b, bool with_reg, T reg) {
-  const int H = lay_.H, C = lay_.C;
-  const cudaStream_t s = stream_.get();
+void DeviceModel<T>::persistent_steps(std::size_t offset, int steps, int B, T reg, T lr) {
+  if (!persistent_ || steps < 1) throw std::logic_error("persistent_steps: needs enable_persistent and steps >= 1");
+  NN_RANGE("persistent steps");
+  PersistentShape<T> a;
+  a.D = lay_.D, a.H = lay_.H, a.C = lay_.C, a.B = B, a.steps = steps;
+  a.n = shard_.n, a.offset = offset, a.lr = lr, a.reg = reg;
+  a.tile_d = pplan_.tile_d, a.slices = pplan_.slices;
   T* P = params_.get();
-  T* G = grads_.get();
-  const T* dZ2 = Z2_.get();
-  if (H > 0) {
-    NN_RANGE("backward GEMM 1");
-    GemmArgs<T> g;
-    g.opB = Op::T;
-    g.M = C; g.N = H; g.K = b;
-    g.A = dZ2; g.lda = C;
-    g.B = A1_.get(); g.ldb = H;
-    if (with_reg) { g.beta = reg; g.C = P + lay_.W2(); g.ldc = C; }
-    g.D = G + lay_.W2(); g.ldd = C;
-    gemm(variant_, g, s);
-  }
-  row_sums<T>(dZ2, C, b, C, G + lay_.b2(), T(0), s);
-}
-
-// dA1 = W2^T dZ2; dZ1 = dA1 o a1 o (1 - a1); dW1 = dZ1 X^T (+ reg W1); db1.
-template <class T>
-void DeviceModel<T>::layer1_grads(int b, bool with_reg, T reg) {
-  const int D = lay_.D, H = lay_.H, C = lay_.C;
-  if (H == 0) return;
-  const cudaStream_t s = stream_.get();
-  T* P = params_.get();
-  T* G = grads_.get();
-  {
-    NN_RANGE("backward GEMM 2");
-    GemmArgs<T> g;
-    g.opA = Op::T;
-    g.M = H; g.N = b; g.K = C;
-    g.A = P + lay_.W2(); g.lda = C;
-    g.B = Z2_.get(); g.ldb = C;
-    g.D = dA1_.get(); g.ldd = H;
-    gemm(variant_, g, s);
-  }
-  sigmoid_backward<T>(dA1_.get(), A1_.get(), std::size_t(H) * b, dA1_.get(), s);
-  {
-    NN_RANGE("backward GEMM 3");
-    GemmArgs<T> g;
-    g.opB = Op::T;
-    g.M = H; g.N = D; g.K = b;
-    g.A = dA1_.get(); g.lda = H;
-    g.B = X_.get(); g.ldb = D;
-    if (with_reg) { g.beta = reg; g.C = P + lay_.W1(); g.ldc = H; }
-    g.D = G + lay_.W1(); g.ldd = H;
-    gemm(variant_, g, s);
-  }
-  row_sums<T>(dA1_.get(), H, b, H, G + lay_.b1(), T(0), s);
-}
-
-template <class T>
-void DeviceModel<T>::forward_backward(std::size_t offset, int b, T inv_B, bool add_reg, T reg) {
-  if (graphs_on_ || b == 0) {
-    backward_layer2_phase(offset, b, inv_B, add_reg, reg);
-    backward_layer1_phase(b, add_reg, reg);
-    return;
-  }
-  // The same launches as the two phases, under one "backward" NVTX range (the course's
-  // profile shape: forward, then backward, once each per batch), the event in between.
-  stage_batch(offset, b);
-  const bool with_reg = add_reg && reg != T(0);
-  if (fused_) fused_forward(b);
-  else forward_and_loss(b, inv_B);
-  if (phase_hook_) phase_hook_();  // the forward pass and the loss are queued
-  {
-    NN_RANGE("backward");
-    if (fused_) fused_layer2(b, inv_B, with_reg ? reg : T(0), T(0), false);
-    else layer2_grads(b, with_reg, reg);
-    ev_layer2_.record(stream_.get());
-    if (fused_) fused_dw1(b, with_reg ? reg : T(0), T(0), false);
-    else layer1_grads(b, with_reg, reg);
-  }
+  nn::persistent_steps<T>(pplan_, a, shard_.images.get(), shard_.labels.get(), order_.get(), P, pscratch_.get(),
+                          A1_.get(), pdz1_.get(), Z2_.get(), ploss_.get(), phits_.get(), loss_.get(),
+                          counts_.get(), stream_.get());
+  ev_layer2_.record(stream_.get());
   ev_all_.record(stream_.get());
-}
-
-template <class T>
-void DeviceModel<T>::forward_and_loss(int b, T inv_B) {
-  const cudaStream_t s = stream_.get();
-  gather_labels(shard_.labels.get(), batch_idx_.get(), b, ylab_.get(), s);
-  forward(shard_.images.get(), batch_idx_.get(), b);
-  // dZ2 = (softmax(Z2) - Y) * inv_B, in place over Z2; loss and hits of the slice accumulate.
-  softmax_xent<T>(Z2_.get(), ylab_.get(), lay_.C, b, inv_B, nullptr, Z2_.get(), loss_.get(), correct_.get(), s);
-}
-
-template <class T>
-void DeviceModel<T>::backward_layer2_phase(std::size_t offset, int b, T inv_B, bool add_reg, T reg) {
-  stage_batch(offset, b);
-  const int D = lay_.D, H = lay_.H, C = lay_.C;
-  const cudaStream_t s = stream_.get();
-  T* P = params_.get();
-  T* G = grads_.get();
-  const bool with_reg = add_reg && reg != T(0);
-  if (b == 0) {
-    // An empty slice still takes part in the reduction: zero, plus reg * W on the one rank
-    // that carries the regulariser (sgd_update(g, W, n, -reg, 0) computes 0 + reg * W).
-    if (phase_hook_) phase_hook_();  // no forward pass: the backward starts at once
-    NN_RANGE("backward");
-    run_phase({Phase::EmptySlice, 0, 0.0, with_reg}, [&] {
-      CUDA_CHECK(cudaMemsetAsync(G, 0, grads_.bytes(), s));
-      if (with_reg) {
-        sgd_update<T>(G + lay_.W1(), P + lay_.W1(), std::size_t(H) * D, -reg, T(0), s);
-        sgd_update<T>(G + lay_.W2(), P + lay_.W2(), std::size_t(C) * H, -reg, T(0), s);
-      }
-    });
-    ev_layer2_.record(s);
-    return;
-  }
-  // The fused step writes [b1 | W2 | b2]'s gradient here (b1's too, ahead of the other phase).
-  const T freg = with_reg ? reg : T(0);
-  const auto fwd = [&] {
-    if (fused_) fused_forward(b);
-    else forward_and_loss(b, inv_B);
-  };
-  const auto bwd = [&] {
-    if (fused_) fused_layer2(b, inv_B, freg, T(0), false);
-    else layer2_grads(b, with_reg, reg);
-  };
-  if (graphs_on_) {  // one graph: no host code can run between the two passes
-    run_phase({fused_ ? Phase::FusedForwardLayer2 : Phase::ForwardLayer2, b, double(inv_B), with_reg}, [&] {
-      fwd();
-      bwd();
-    });
-  } else {
-    fwd();
-    if (phase_hook_) phase_hook_();  // the forward pass and the loss are queued
-    NN_RANGE("backward");
-    bwd();
-  }
-  ev_layer2_.record(s);
-}
-
-template <class T>
-void DeviceModel<T>::backward_layer1_phase(int b, bool add_reg, T reg) {
-  const bool with_reg = add_reg && reg != T(0);
-  if (b > 0) {
-    NN_RANGE("backward");
-    if (fused_) run_phase({Phase::FusedDw1, b, 0.0, with_reg}, [&] { fused_dw1(b, with_reg ? reg : T(0), T(0), false); });
-    else run_phase({Phase::Layer1, b, 0.0, with_reg}, [&] { layer1_grads(b, with_reg, reg); });
-  }
-  ev_all_.record(stream_.get());
+  ev_step_[step_parity_].record(stream_.get());
+  step_parity_ ^= 1;
 }
 
 template <class T>
@@ -302,10 +170,18 @@ void DeviceModel<T>::model_backward_phase(int b, T inv_B, T reg, bool stats) {
 }
 
 template <class T>
-void DeviceModel<T>::sgd_step(T lr) {
-  NN_RANGE("step");
-  run_phase({Phase::SgdStep, 0, double(lr), 0},
-            [&] { sgd_update<T>(params_.get(), grads_.get(), params_.size(), lr, T(0), stream_.get()); });
+void DeviceModel<T>::download_scores(T* host, int b) {
+  NN_RANGE("cudaMemcpyDeviceToHost");
+  CUDA_CHECK(cudaMemcpyAsync(host, Z2_.get(), sizeof(T) * std::size_t(lay_.C) * b,
+                             cudaMemcpyDeviceToHost, stream_.get()));
+  stream_.sync();
+}
+
+template <class T>
+void DeviceModel<T>::upload_scores(const T* host, int b) {
+  NN_RANGE("cudaMemcpyHostToDevice");
+  CUDA_CHECK(cudaMemcpyAsync(Z2_.get(), host, sizeof(T) * std::size_t(lay_.C) * b,
+                             cudaMemcpyHostToDevice, stream_.get()));
 }
 
 template <class T>
@@ -322,6 +198,31 @@ void DeviceModel<T>::read_stats(double& loss_sum, std::uint64_t& correct) const 
   loss_.download(&loss_sum, 1);
   (fused_ ? counts_ : correct_).download(&c, 1);
   correct = c;
+}
+
+template <class T>
+void DeviceModel<T>::set_stats(double loss_sum, std::uint64_t correct) {
+  loss_.upload(&loss_sum, 1);
+  if (!fused_) {
+    const unsigned c = unsigned(correct);
+    correct_.upload(&c, 1);
+    return;
+  }
+  const unsigned c[3] = {unsigned(correct), 0u, 0u};
+  counts_.upload(c, 3);
+}
+
+template <class T>
+unsigned DeviceModel<T>::first_nonfinite_step() const {
+  if (!fused_) return 0;
+  unsigned c[3] = {0, 0, 0};
+  counts_.download(c, 3);
+  return c[2];
+}
+
+template <class T>
+std::uint64_t DeviceModel<T>::kernels_issued() const {
+  return launch_counter().load() + graph_kernels_ - captured_launches_;
 }
 
 template <class T>
@@ -355,4 +256,4 @@ std::uint64_t DeviceModel<T>::evaluate(const DeviceImages& data) {
 template class DeviceModel<float>;
 template class DeviceModel<double>;
 
-}  // namespace nn::train
+}  // namespace nn::model

@@ -19,7 +19,7 @@
 #include "model/param_layout.h"
 #include "ops/persistent_step.h"
 
-namespace nn::train {
+namespace nn::model {
 
 // uint8 images (D x n, column-major: one image per column) and their labels, resident on
 // the device: uploaded once, never copied again (the course's profile lost half of each
@@ -63,7 +63,7 @@ class DeviceModel {
   // Cross-entropy sum and correct count of the slice are accumulated on the device.
   void forward_backward(std::size_t offset, int b, T inv_B, bool add_reg, T reg);
 
-  // The same step in two phases, for the overlap (src/train/exchange.h): the first queues the
+  // The same step in two phases, for the overlap (src/train/step.cpp): the first queues the
   // forward pass and layer 2's gradients [W2 | b2] and records Stage::Layer2Grads; the second
   // queues layer 1's [W1 | b1] and records Stage::AllGrads. forward_backward calls both.
   void backward_layer2_phase(std::size_t offset, int b, T inv_B, bool add_reg, T reg);
@@ -100,21 +100,19 @@ class DeviceModel {
   };
   const GraphStats& graph_stats() const { return gstats_; }
 
-  // --fused (the default with GEMM variants 4 and 5, data parallel): the step as four kernels
-  // (five with enable_fused's gather_in_gemm false: gather_normalize first, both GEMMs on X_), the
-  // batch read straight from the resident images (docs/architecture.md, "The fused step"):
-  //   1. A1 = sigmoid(W1 X + b1): variant 4 with X gathered and normalised on load;
+  // --fused (the default with the registry's fused GEMM variants, data parallel): the step as five
+  // kernels, the batch taken from the resident images (docs/architecture.md, "The fused step"):
+  //   0. ops gather_normalize: X = the batch's images / 255, once a step;
+  //   1. A1 = sigmoid(W1 X + b1): the forward GEMM with its bias + sigmoid epilogue;
   //   2. ops layer2_fused: scores, softmax, loss and hits, dZ2, dW2 / db2 / db1 parts, dZ1 over A1;
-  //   3. dW1 = dZ1 X^T (+ reg W1), X gathered again; with lr given (fused_step) the epilogue
+  //   3. dW1 = dZ1 X^T (+ reg W1); with lr given (fused_step) the epilogue
   //      applies the SGD step to W1 in place instead of writing the gradient;
   //   4. ops layer2_finish: [b1 | W2 | b2]'s parts summed, stepped (fused_step) or written.
   // forward_backward and the two phases then write the gradient for the exchange (sgd_step
   // as before); fused_step is a lone rank's whole step, the update included (no sgd_step).
   // The loss and hits then accumulate on the device over the epoch (stats_deferred): the
-  // trainer reads them at its synchronisation points only (src/train/step.h).
-  // gather_in_gemm: the GEMMs read the batch's bytes (4 kernels a step); false: ops
-  // gather_normalize writes the normalised batch once a step and both GEMMs read it (5).
-  void enable_fused(bool on, bool gather_in_gemm = true);
+  // trainer reads them at its synchronisation points only (src/train/epoch.cpp).
+  void enable_fused(bool on);
   bool fused() const { return fused_; }
   void fused_step(std::size_t offset, int b, T inv_B, T reg, T lr);
   void wait_step_before_last();  // after fused_step: at most one step of run-ahead (see the .cpp)
@@ -147,7 +145,7 @@ class DeviceModel {
   // The reduced gradient back from host memory (queued on the model's stream, before the SGD
   // step; the host buffer must stay put until that step).
   void upload_grads(const T* host);
-  // p <- p - lr * g for every entry: the regulariser is already inside g (src/train/step.h).
+  // p <- p - lr * g for every entry: the regulariser is already inside g (src/train/step.cpp).
   void sgd_step(T lr);
 
   // Training statistics accumulated by forward_backward since the last reset.
@@ -211,7 +209,6 @@ class DeviceModel {
   // The fused step (enable_fused): layer2_fused's per-tile parts, the device's epoch counts
   // [hits, steps, first non-finite step] (the loss sum is loss_).
   bool fused_ = false;
-  bool gather_in_gemm_ = true;
   Event ev_step_[2];  // the last two fused_steps' ends: the host runs at most one step ahead
   int step_parity_ = 0;
   bool step_pending_ = false;
@@ -230,7 +227,7 @@ class DeviceModel {
 };
 
 // Runs fn on the stream, or captures and replays it under --graph (a template: the phases of
-// device_model.cpp and device_model_fused.cpp use it).
+// device_model.cpp and device_model_step.cpp use it).
 template <class T>
 template <class F>
 void DeviceModel<T>::run_phase(const GraphKey& key, F&& fn) {
@@ -259,5 +256,6 @@ void DeviceModel<T>::run_phase(const GraphKey& key, F&& fn) {
 }
 
 static_assert(TrainableModel<DeviceModel<float>, float> && TrainableModel<DeviceModel<double>, double>);
+static_assert(FusedStepModel<DeviceModel<float>> && FusedStepModel<DeviceModel<double>>);
 
-}  // namespace nn::train
+}  // namespace nn::model

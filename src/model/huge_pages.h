@@ -18,7 +18,7 @@
 #include <sys/mman.h>
 #endif
 
-namespace nn::train {
+namespace nn::model {
 
 inline constexpr std::size_t kHugePage = std::size_t(2) << 20;
 
@@ -78,4 +78,4 @@ bool operator==(const HugePageAllocator<T>&, const HugePageAllocator<U>&) noexce
   return true;
 }
 
-}  // namespace nn::train
+}  // namespace nn::model

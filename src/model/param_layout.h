@@ -4,7 +4,7 @@
 #pragma once
 #include <cstddef>
 
-namespace nn::train {
+namespace nn::model {
 
 // Offsets of the four tensors inside the packed parameter (and gradient) buffer
 // [W1 | b1 | W2 | b2]: one buffer, so one D2H copy, one allreduce and one SGD launch move
@@ -21,4 +21,4 @@ struct ParamLayout {
 // Where a step stands, for the events the trainer waits on.
 enum class Stage { Layer2Grads, AllGrads, PartialScores };
 
-}  // namespace nn::train
+}  // namespace nn::model

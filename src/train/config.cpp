@@ -43,16 +43,6 @@ const char* persistent_name(Persistent p) {
   return "?";
 }
 
-const char* fused_gather_name(FusedGather g) {
-  switch (g) {
-    case FusedGather::Auto: return "auto";
-    case FusedGather::Gemm: return "gemm";
-    case FusedGather::Copy: return "copy";
-  }
-  return "?";
-}
-
-bool fused_gathers_in_gemm(const Config& cfg) { return cfg.fused_gather == FusedGather::Gemm; }
 
 const char* graphs_name(Graphs g) {
   switch (g) {

@@ -10,6 +10,13 @@
 
 namespace nn::train {
 
+// --cpu-gemm's values and their names belong to the host model (model/cpu_gemm.h).
+using model::CpuGemm;
+using model::cpu_gemm_available;
+using model::cpu_gemm_name;
+using model::cpu_gemm_version;
+using model::resolved_cpu_gemm;
+
 // How the ranks cooperate (docs/parallelism.md): data parallelism with the gradient summed by
 // MPI_Allreduce or by a Send/Recv parameter server on rank 0, or model parallelism (each rank
 // owns a slice of the hidden units; the partial output scores are all-reduced instead).
@@ -22,13 +29,13 @@ enum class Device { Gpu, Cpu };
 const char* device_name(Device d);  // "gpu", "cpu"
 
 // --node-shared: one copy of the weights in the node's shared memory (--device cpu, data
-// parallel, every rank on one node; setup.h's use_node_shared). Auto: wherever that holds;
+// parallel, every rank on one node; setup.cpp's use_node_shared). Auto: wherever that holds;
 // On: the same, but an error where it cannot (ps, model, the GPU, ranks on several nodes);
 // Off: never (the whole gradient all-reduced).
 enum class NodeShared { Auto, On, Off };
 const char* node_shared_name(NodeShared m);
 
-// --fused: the GPU step as four or five kernels (--fused-gather), the batch taken from the resident images
+// --fused: the GPU step as five kernels, the batch gathered from the resident images once a step
 // (device_model.h). Auto: wherever it runs (--device gpu, --gemm 4 or 5, data parallel); On: the
 // same, but an error elsewhere; Off: the twelve-kernel step of the separate kernels (the
 // reference path the fused one is measured against).
@@ -36,22 +43,13 @@ enum class Fused { Auto, On, Off };
 const char* fused_name(Fused f);
 
 // --persistent: a lone rank's fused steps as runs of steps in one cooperative launch each
-// (kernels/ops/persistent_step.h). Auto: off (the fused step) until it is timed against the
-// fused step on a GPU; On: wherever the device and shape allow it, an error elsewhere.
+// (kernels/ops/persistent_step.h). Auto: off, the fused step (it was the faster of the two on an
+// H200: docs/performance.md); On: wherever the device and shape allow it, an error elsewhere.
 enum class Persistent { Auto, On, Off };
 const char* persistent_name(Persistent p);
 // Steps in one persistent launch at most: the host sees progress, stop requests and the step
 // watchdog at these boundaries (and at every --print-every / --save-every boundary).
 constexpr int kPersistentRun = 32;
-// --fused-gather: where the fused step normalises the batch. Gemm: inside both GEMMs' tile
-// loads (no copy, four kernels a step; but every block row of the GEMM reads and divides the
-// same bytes again); Copy: once a step into a normalised copy (ops gather_normalize, a fifth
-// kernel) that both GEMMs read. Auto is Copy: on an H200 (bench/results/h200-2026-11-27/) it
-// was faster at every shape timed, 21.0 against 26.5 ms an epoch at 256:100 and 9.5 against
-// 21.1 at 1024:1000 (at H 1024 the gathering GEMMs took 2.7x and 3x the plain ones' time).
-// The same weights either way.
-enum class FusedGather { Auto, Gemm, Copy };
-const char* fused_gather_name(FusedGather g);
 // CUDA Graphs (--graph / --no-graph): Auto is on with the fused step (device_model.h), where
 // the host then only queues a memcpy and one replay per step, and off elsewhere and on
 // GPGPU-Sim (no stream capture); On: wherever --device gpu runs (an error on GPGPU-Sim); Off: never.
@@ -59,7 +57,6 @@ enum class Graphs { Auto, On, Off };
 const char* graphs_name(Graphs g);
 struct Config;
 bool fused_in_use(const Config& cfg);  // what --fused resolves to for this configuration
-bool fused_gathers_in_gemm(const Config& cfg);  // what --fused-gather resolves to (with the fused step)
 bool graphs_in_use(const Config& cfg, bool on_simulator);  // what --graph resolves to
 
 struct Config {
@@ -87,12 +84,11 @@ struct Config {
   bool profile = false;               // barriers + device syncs at phase boundaries (perturbs timings)
   Strategy strategy = Strategy::Allreduce;
   bool overlap = true;                // data parallel: reduce layer 2 while the dW1 GEMM runs
-  NodeShared node_shared = NodeShared::Auto;  // --device cpu, ranks on one node: shared weights (setup.h)
+  NodeShared node_shared = NodeShared::Auto;  // --device cpu, ranks on one node: shared weights (setup.cpp)
   bool mpi_device = false;            // --mpi device: device pointers to a CUDA-aware MPI
   Graphs graph = Graphs::Auto;        // replay each step's kernels as CUDA Graphs (graphs_in_use)
   Fused fused = Fused::Auto;          // --device gpu: the fused step (fused_in_use)
   Persistent persistent = Persistent::Auto;  // a lone rank's steps in runs of one launch each
-  FusedGather fused_gather = FusedGather::Auto;  // the fused step's batch: in the GEMMs or a copy
   Device device = Device::Gpu;        // --device gpu | cpu
   CpuGemm cpu_gemm = CpuGemm::Auto;  // --device cpu: the GEMM library (cpu_gemm.h; resolved by train_with)
   double timeout = 300;               // seconds a step may take before the job ends (0 = off; watchdog.h)

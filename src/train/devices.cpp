@@ -4,12 +4,38 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 
 #include "comm/comm.h"
 #include "common/check.h"
 
 namespace nn::train {
+
+namespace {
+
+// "0000:17:00.0 GPU-5e1f..." (see RankDevice::device_id).
+std::string device_id(const cudaDeviceProp& prop) {
+  char bus[32];
+  std::snprintf(bus, sizeof bus, "%04x:%02x:%02x.0", unsigned(prop.pciDomainID), unsigned(prop.pciBusID),
+                unsigned(prop.pciDeviceID));
+#ifdef SIM_EMULATOR
+  return std::getenv("CUDA_VISIBLE_DEVICES") ? bus : "";
+#else
+  std::string id = std::string(bus) + " GPU-";
+  const char* hex = "0123456789abcdef";
+  for (int i = 0; i < 16; ++i) {
+    const auto b = static_cast<unsigned char>(prop.uuid.bytes[i]);
+    id += hex[b >> 4];
+    id += hex[b & 15];
+    if (i == 3 || i == 5 || i == 7 || i == 9) id += '-';
+  }
+  return id;
+#endif
+}
+
+}  // namespace
 
 int device_for(int local_rank, int count) { return count > 0 ? local_rank % count : -1; }
 
@@ -33,10 +59,11 @@ std::string select_device(RankDevice& me) {
   me.device = dev;
   me.device_count = count;
   me.device_name = prop.name;
+  me.device_id = device_id(prop);
   return "";
 }
 
-RankDevice cpu_rank(const std::string& cpu_name, const CpuThreads& threads) {
+RankDevice cpu_rank(const std::string& cpu_name, const model::CpuThreads& threads) {
   RankDevice me;
   me.rank = comm::rank();
   me.host = comm::processor_name();
@@ -57,6 +84,7 @@ nlohmann::ordered_json rank_json(const RankDevice& d) {
   j["device"] = d.device >= 0 ? nlohmann::ordered_json(d.device) : nlohmann::ordered_json(nullptr);
   j["device_count"] = d.device_count;
   j["device_name"] = d.device_name;
+  if (!d.device_id.empty()) j["device_id"] = d.device_id;
   if (d.device < 0) {
     j["threads"] = d.threads;
     j["threads_from"] = d.threads_from;
@@ -74,6 +102,7 @@ RankDevice rank_from_json(const nlohmann::json& j) {
   d.device = j.at("device").is_null() ? -1 : j.at("device").get<int>();
   d.device_count = j.at("device_count").get<int>();
   d.device_name = j.at("device_name").get<std::string>();
+  d.device_id = j.value("device_id", std::string());
   if (d.device < 0) {
     d.threads = j.at("threads").get<int>();
     d.threads_from = j.at("threads_from").get<std::string>();
@@ -102,6 +131,27 @@ std::string what_it_is(const RankDevice& d) {
 
 }  // namespace
 
+namespace {
+
+// One line per node where ranks share a GPU (the same device_id), which no rank asked for:
+// two ranks on one GPU halve each other's speed (a launch with fewer GPUs than ranks per node).
+std::vector<std::string> shared_gpu_warnings(const std::vector<RankDevice>& ranks) {
+  std::vector<std::string> out;
+  std::map<std::pair<std::string, std::string>, std::vector<int>> users;  // (host, id) -> ranks
+  for (const RankDevice& d : ranks)
+    if (d.device >= 0 && !d.device_id.empty()) users[{d.host, d.device_id}].push_back(d.rank);
+  for (const auto& [where, rs] : users) {
+    if (rs.size() < 2) continue;
+    std::string list;
+    for (const int r : rs) list += (list.empty() ? "" : " ") + std::to_string(r);
+    out.push_back("warning: ranks " + list + " on " + where.first + " share one GPU (" + where.second +
+                  "): give each rank its own (srun --gpus-per-task=1, or as many GPUs per node as ranks)");
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<std::string> placement_lines(const std::vector<RankDevice>& ranks) {
   struct Node {
     std::string ranks;
@@ -114,7 +164,8 @@ std::vector<std::string> placement_lines(const std::vector<RankDevice>& ranks) {
     if (fresh) order.push_back(d.host);
     Node& n = it->second;
     n.ranks += (n.ranks.empty() ? "" : " ") + std::to_string(d.rank) + "->" +
-               (d.device < 0 ? std::string("cpu") : "gpu" + std::to_string(d.device));
+               (d.device < 0 ? std::string("cpu") : "gpu" + std::to_string(d.device)) +
+               (d.device_id.empty() ? "" : "[" + d.device_id + "]");
     const std::string w = what_it_is(d);
     if (std::find(n.what.begin(), n.what.end(), w) == n.what.end()) n.what.push_back(w);
   }
@@ -124,6 +175,7 @@ std::vector<std::string> placement_lines(const std::vector<RankDevice>& ranks) {
     for (const std::string& w : nodes[h].what) what += (what.empty() ? "" : "; ") + w;
     lines.push_back("ranks on " + h + ": " + nodes[h].ranks + " (" + what + ")");
   }
+  for (const std::string& w : shared_gpu_warnings(ranks)) lines.push_back(w);
   return lines;
 }
 
@@ -149,6 +201,12 @@ std::string check_placement(const std::vector<RankDevice>& ranks) {
 // ships no PTX), no TF32 tensor-core instructions (variant 5 is built as SASS only), no stream capture
 // and no cooperative launch: say so in one line instead of failing inside them.
 std::string simulator_limits(const std::string& device_name, const Config& cfg) {
+  int dev = 0, major = 0, minor = 0;
+  if (cfg.gemm == 5 && cudaGetDevice(&dev) == cudaSuccess &&
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess && major < 8)
+    return "--gemm 5 (TF32 tensor cores) needs compute capability 8.0 or newer; " + device_name + " is " +
+           std::to_string(major) + "." + std::to_string(minor) + ": use --gemm 4";
   if (device_name.rfind("GPGPU-Sim", 0) != 0) return "";
   if (cfg.gemm == 0) return "--gemm 0 (cuBLAS) does not run on GPGPU-Sim; use --gemm 1-4";
   if (cfg.gemm == 5)

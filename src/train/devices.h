@@ -23,6 +23,10 @@ struct RankDevice {
   int device = -1;
   int device_count = 0;
   std::string device_name;
+  // The GPU's identity on its node: PCI bus id, and the UUID in the CUDA build (e.g.
+  // "0000:17:00.0 GPU-5e1f..."); in the emulator build only when CUDA_VISIBLE_DEVICES gives it
+  // node GPUs (sim/README.md). Two ranks of a node with the same id share a GPU: a warning line.
+  std::string device_id;
   int threads = 0;  // --device cpu: BLAS threads
   std::string threads_from;  // --device cpu: what decided them (cpu_threads.h)
   int threads_asked = 0;  // --device cpu: what the environment asked for (0: nothing)
@@ -39,7 +43,7 @@ int device_for(int local_rank, int count);
 std::string select_device(RankDevice& me);
 
 // This rank as a --device cpu rank (rank, host, local rank; device -1). Collective.
-RankDevice cpu_rank(const std::string& cpu_name, const CpuThreads& threads);
+RankDevice cpu_rank(const std::string& cpu_name, const model::CpuThreads& threads);
 
 // A rank's entry of the report's "rank_devices": {"rank", "host", "local_rank", "device",
 // "device_count", "device_name"}, and for a --device cpu rank "device": null, "device_count": 0,
@@ -50,8 +54,10 @@ RankDevice rank_from_json(const nlohmann::json& j);
 // Every rank's RankDevice on rank 0, in rank order (empty elsewhere). Collective.
 std::vector<RankDevice> gather_ranks(const RankDevice& mine);
 
-// The header's lines, one per node (hosts in the order of their first rank), e.g.
+// The header's lines, one per node (hosts in the order of their first rank), then one warning
+// line per node where ranks share a GPU (the same device_id), e.g.
 //   ranks on node-a: 0->gpu0 1->gpu1 (4 devices: SIMT CPU emulator (1 workers))
+//   ranks on node-c: 0->gpu0[0000:17:00.0 GPU-5e1f...] 1->gpu0[0000:65:00.0 GPU-0b2c...] (1 device: NVIDIA H100)
 //   ranks on node-b: 2->gpu0 3->gpu1 (4 devices: SIMT CPU emulator (1 workers))
 //   ranks on node-a: 0->cpu 1->cpu (CPU Intel Xeon, 1 BLAS thread each)
 std::vector<std::string> placement_lines(const std::vector<RankDevice>& ranks);
@@ -65,7 +71,8 @@ std::string threads_warning(const std::vector<RankDevice>& ranks);
 // ranks of each host 0..m-1 (in rank order), and every GPU rank on device local_rank % count.
 std::string check_placement(const std::vector<RankDevice>& ranks);
 
-// On GPGPU-Sim (tests/gpgpusim/run.sh): the options it cannot run, as one line, or "".
+// What the selected device cannot run, as one line, or "": on GPGPU-Sim (tests/gpgpusim/run.sh)
+// the options it cannot run; before compute capability 8.0 (V100, T4) --gemm 5 (TF32).
 std::string simulator_limits(const std::string& device_name, const Config& cfg);
 
 }  // namespace nn::train

@@ -1,243 +1,27 @@
-// The end of a run: the --device cpu BLAS bound, the --report JSON and its summary, the final
-// parameters, test precision, files (--metrics, --save, --report), the --verify replay; or,
-// after a stop signal, the save that lets --resume continue. Internal to src/train (included
-// by trainer.cpp).
+// The end of a run (finish.cpp): the --device cpu BLAS bound, the --report JSON, the final
+// parameters, test precision, the files, the --verify replay; or the save after a stop signal.
+// Internal to src/train.
 #pragma once
-#include <algorithm>
-#include <cstdio>
-#include <optional>
-#include <utility>
-#include <vector>
-
 #include <nlohmann/json.hpp>
 
-#include "comm/comm.h"
-#include "train/epoch.h"
-#include "train/report.h"
-#include "train/verify.h"
+#include "train/run.h"
 
 namespace nn::train {
 
-// The epochs this process timed, as indices [first, end) of R.res.epochs: restored epochs
-// (--resume) have no times, and this run's first, the warm-up, is left out when it ran more.
-struct EpochRange {
-  std::size_t first = 0, end = 0;
-};
+// --device cpu: every rank times its step's library GEMMs at once; rank 0 prints the bound.
 template <class T, class Model>
-EpochRange timed_epochs(const Run<T, Model>& R) {
-  const std::size_t n = R.res.epochs.size();
-  const std::size_t own = std::min(R.restored_epochs, n);  // this run's epochs are [own, n)
-  return {own + (n - own > 1 ? 1 : 0), n};
-}
+void measure_blas_bound(Run<T, Model>& R);
 
-// Rank 0's CPU time / wall time over timed_epochs: the cores its threads kept busy; 0 = none.
-struct CoresBusy {
-  double cores = 0;
-  std::size_t first = 0, last = 0;  // 1-based epochs
-};
+// --report / --profile: rank 0's JSON report (report.h), its summary on R.out; the --graph line.
 template <class T, class Model>
-CoresBusy cores_busy(const Run<T, Model>& R) {
-  const auto [from, n] = timed_epochs(R);
-  double wall = 0, cpu = 0;
-  for (std::size_t i = from; i < n; ++i) {
-    wall += R.res.epochs[i].seconds;
-    cpu += R.res.epochs[i].cpu_seconds;
-  }
-  if (wall <= 0) return {};
-  return {cpu / wall, from + 1, n};
-}
+nlohmann::ordered_json performance_report(Run<T, Model>& R);
 
-// --device cpu: the BLAS-bound limit. Every rank times its step's library GEMMs (two data
-// parallel, where the C-row products are our fused layer-2 pass; five model parallel) at its own
-// shapes at the same moment (so they share the cores and memory as in training); the slowest
-// rank's fastest repetition is the step's floor, and every rank's FLOPs over it the job's GEMM rate.
-// Printed next to the median of timed_epochs (none after a resume that trained no epoch).
+// A signal stopped the run: save where it stands, close the metrics file, the result.
 template <class T, class Model>
-void measure_blas_bound(Run<T, Model>& R) {
-  if constexpr (kOnHost<Model>) {
-    const int b = R.s.b_max;
-    // About 0.5 s of repetitions, the count decided on rank 0 so that all ranks run together.
-    const double once = comm::broadcast_value(R.model.time_step_gemms(b, 1, !R.mp).seconds);
-    const int reps = int(std::clamp(0.5 / std::max(once, 1e-6), 5.0, 300.0));
-    comm::barrier();
-    const auto t = R.model.time_step_gemms(b, reps, !R.mp);
-    const std::vector<double> all = comm::gather_to_root(std::vector<double>{t.seconds, t.flops});
-    double slowest = 0, flops = 0;
-    for (std::size_t i = 0; i + 1 < all.size(); i += 2) {
-      slowest = std::max(slowest, all[i]);
-      flops += all[i + 1];
-    }
-    R.gemm_step_s = comm::broadcast_value(slowest);
-    R.gemm_flops_per_s = comm::broadcast_value(slowest > 0 ? flops / slowest : 0.0);
-    const auto [first, end] = timed_epochs(R);
-    if (!R.out || first >= end) return;
-    std::vector<double> secs;
-    for (std::size_t i = first; i < end; ++i) secs.push_back(R.res.epochs[i].seconds);
-    std::sort(secs.begin(), secs.end());
-    const double median = secs.size() % 2 ? secs[secs.size() / 2]
-                                          : (secs[secs.size() / 2 - 1] + secs[secs.size() / 2]) / 2;
-    const double bound = R.gemm_step_s * double(R.plan.n) / double(R.plan.B);
-    std::fprintf(R.out, "blas bound: the step's library GEMMs alone %.3f ms (slowest rank; %.1f GFLOP/s over %d rank%s "
-                 "on these shapes) -> epoch >= %.4f s; median epoch %.4f s = %.2fx the bound\n",
-                 1e3 * R.gemm_step_s, 1e-9 * R.gemm_flops_per_s, R.p, R.p == 1 ? "" : "s", bound, median,
-                 bound > 0 ? median / bound : 0.0);
-    // Whether the threads had cores: a rank whose threads share one core shows about 1 here.
-    const CoresBusy busy = cores_busy(R);
-    if (busy.cores > 0)
-      std::fprintf(R.out, "cores: rank 0 kept %.2f cores busy over epochs %zu..%zu (CPU time / wall time; "
-                   "%d BLAS thread%s per rank)\n", busy.cores, busy.first, busy.last, R.s.threads,
-                   R.s.threads == 1 ? "" : "s");
-    std::fflush(R.out);
-  }
-}
-
-// ---- results ------------------------------------------------------------------------------
-// The GPU step's shape in --report: the fused step or not, and the last step's kernel launches
-// (ours, counted by check.h; cuBLAS's are not, so --gemm 0's count would be too low: null).
-template <class T, class Model>
-void add_step_shape(nlohmann::ordered_json& report, const Run<T, Model>& R) {
-  report["fused"] = fused_in_use(R.cfg);
-  report["fused_gather"] = fused_in_use(R.cfg) ? (fused_gathers_in_gemm(R.cfg) ? "gemm" : "copy") : "none";
-  report["persistent"] = R.s.persistent;  // runs of steps in one cooperative launch (--persistent)
-#ifdef SIM_EMULATOR
-  const bool counted = true;
-#else
-  const bool counted = R.cfg.gemm != 0;
-#endif
-  if (counted) report["kernels_per_step"] = R.kernels_per_step;
-  else report["kernels_per_step"] = nullptr;
-}
-
-// --report / --profile: rank 0's JSON report (report.h), its summary on `out`; and the
-// --graph statistics line.
-template <class T, class Model>
-nlohmann::ordered_json performance_report(Run<T, Model>& R) {
-  nlohmann::ordered_json report;
-  const Config& cfg = R.cfg;
-  const double us_per_step = R.steps ? 1e6 * R.queue_s / double(R.steps) : 0.0;
-  const auto& g = R.model.graph_stats();
-  if (R.timer.active()) {
-    ReportInputs in;
-    in.device = R.s.device_name;
-#ifdef SIM_EMULATOR
-    in.emulator = true;
-#endif
-    in.cpu = kOnHost<Model>;
-    in.gemm_flops_per_s = R.gemm_flops_per_s;
-    in.ranks = R.p;
-    in.rank_devices = R.s.ranks;
-    in.is_double = std::is_same_v<T, double>;
-    in.hidden = cfg.hidden;
-    in.batch = cfg.batch;
-    in.epochs = cfg.epochs;
-    in.n_train = R.sz.n_fit;
-    in.gemm = cfg.gemm;
-    in.profile = cfg.profile;
-    in.node_shared = R.s.shm != nullptr;
-    in.D = kInputDim;
-    in.C = kNumClasses;
-    in.batches = R.timer.batches();
-    for (std::size_t i = R.restored_epochs; i < R.res.epochs.size(); ++i)  // as printed, this process's
-      in.epoch_seconds.push_back(R.res.epochs[i].seconds);
-    in.total_s = R.train_s;
-    report = make_report(in);
-    if (R.out) {
-      print_report_summary(R.out, report);
-      std::fflush(R.out);
-    }
-    report["strategy"] = strategy_name(cfg.strategy);
-    report["overlap"] = !R.mp && R.overlap && !R.s.shm;
-    report["node_shared"] = R.s.shm != nullptr;
-    report["overlap_polls"] = R.res.overlap_polls;
-    report["mpi_memory"] = cfg.mpi_device ? "device" : "host";
-    if constexpr (kOnHost<Model>)
-      report["cpu"] = {{"threads_per_rank", R.s.threads},
-                       {"gemm", cpu_gemm_name(cfg.cpu_gemm)},
-                       {"gemm_version", cpu_gemm_version(cfg.cpu_gemm)},
-                       {"gemm_step_s", R.gemm_step_s},
-                       {"cores_busy_rank0", cores_busy(R).cores},
-                       {"blas_bound_epoch_s", R.gemm_step_s * double(R.plan.n) / double(R.plan.B)}};
-    report["host_queue_us_per_step"] = us_per_step;
-    if constexpr (!kOnHost<Model>) add_step_shape(report, R);
-    report["graph"] = {{"enabled", R.s.graphs}, {"captured", g.captured}, {"nodes", g.nodes},
-                       {"replays", g.replays}, {"eager_runs", g.eager}};
-  }
-  if (R.out && R.s.graphs)
-    std::fprintf(R.out, "graphs: %zu captured (%zu kernel/copy nodes), %zu replays, %zu eager warm-up runs; "
-                 "host time to queue a step %.1f us (rank 0)\n", g.captured, g.nodes, g.replays, g.eager,
-                 us_per_step);
-  return report;
-}
-
-// The final parameters on every rank (model parallelism: put together on rank 0, for
-// everybody, and given to rank 0's evaluator).
-template <class T, class Model>
-std::vector<T> final_params(Run<T, Model>& R) {
-  if (!R.mp) return R.model.get_params();
-  const std::vector<T> f = full_params(R);
-  std::vector<double> fd(f.begin(), f.end());
-  comm::broadcast(fd);
-  std::vector<T> final_p(fd.begin(), fd.end());
-  if (R.root) R.evaluator->set_params(final_p);
-  return final_p;
-}
-
-// A signal stopped the run: save where it stands (unless that is already saved), close the
-// metrics file.
-template <class T, class Model>
-void stop_run(Run<T, Model>& R) {
-  if (!R.cfg.save.empty() && R.saved_at != std::pair<int, std::size_t>{int(R.state.epoch), R.state.batch})
-    save_now(R);
-  on_root([&] {
-    FilePtr& metrics = R.s.rp.metrics;
-    if (metrics && (std::ferror(metrics.get()) || std::fclose(metrics.release()) != 0))
-      throw UserError(R.cfg.metrics + ": write error");
-  });
-  R.res.stopped = true;
-  R.res.steps = std::uint64_t(R.state.epoch) * R.K + R.state.batch;
-  R.res.params = unpack(final_params(R), R.full_layout);
-}
+void stop_run(Run<T, Model>& R);
 
 // Test precision, the files (metrics closed, --save, --report), the --verify replay.
 template <class T, class Model>
-void finish_run(Run<T, Model>& R, const nlohmann::ordered_json& report) {
-  const Config& cfg = R.cfg;
-  TrainResult& res = R.res;
-  const std::vector<T> final_p = final_params(R);
-  double prec = 0;
-  if (R.root && R.sz.n_test) prec = double(R.evaluator->evaluate(R.s.test)) / double(R.sz.n_test);
-  res.test_precision = comm::broadcast_value(prec);
-  res.params = unpack(final_p, R.full_layout);
-  res.steps = std::uint64_t(R.state.epoch) * R.K + R.state.batch;
-  const std::optional<Checkpoint> ck = cfg.save.empty() ? std::nullopt : snapshot(R, &final_p);
-  // Rank 0 alone writes files; on_root keeps every rank in step and shares its verdict.
-  on_root([&] {
-    FilePtr& metrics = R.s.rp.metrics;
-    const bool write_failed = metrics && (std::ferror(metrics.get()) || std::fclose(metrics.release()) != 0);
-    if (write_failed) throw UserError(cfg.metrics + ": write error");
-    if (!cfg.save.empty()) {
-      save_checkpoint(cfg.save, *ck);
-      if (R.out) std::fprintf(R.out, "checkpoint: %s\n", cfg.save.c_str());
-    }
-    if (!cfg.report.empty()) {
-      write_report(cfg.report, report);
-      if (R.out) std::fprintf(R.out, "report: %s\n", cfg.report.c_str());
-    }
-  });
-  if (cfg.verify) {
-    VerifyResult v;
-    if (R.root)
-      v = replay_and_compare<T>(cfg, R.plan, R.data.train, R.s.init, final_p, R.full_layout, R.start_epoch,
-                                R.start_batch);
-    res.verify = comm::broadcast_value(v);
-    if (R.out)
-      std::fprintf(R.out, "verify: relative error W1 %.3g  b1 %.3g  W2 %.3g  b2 %.3g (tolerance %g) %s\n", v.W1,
-                   v.b1, v.W2, v.b2, v.tolerance, v.ok() ? "ok" : "FAILED");
-  }
-  if (R.out) {
-    std::fprintf(R.out, "test precision: %.4f\n", res.test_precision);
-    std::fflush(R.out);
-  }
-}
+void finish_run(Run<T, Model>& R, const nlohmann::ordered_json& report);
 
 }  // namespace nn::train

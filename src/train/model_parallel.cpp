@@ -17,7 +17,7 @@ HiddenSlice hidden_slice(int H, int p, int r) {
 }
 
 std::vector<double> slice_params(const std::vector<double>& full, int D, int H, int C, HiddenSlice s) {
-  const ParamLayout F{D, H, C}, L{D, s.H, C};
+  const model::ParamLayout F{D, H, C}, L{D, s.H, C};
   if (full.size() != F.total() || s.h0 < 0 || s.H < 0 || s.h0 + s.H > H)
     throw std::invalid_argument("slice_params: sizes do not match");
   std::vector<double> out(L.total());
@@ -32,12 +32,12 @@ std::vector<double> slice_params(const std::vector<double>& full, int D, int H, 
 }
 
 std::vector<double> assemble_params(const std::vector<double>& slices, int D, int H, int C, int p) {
-  const ParamLayout F{D, H, C};
+  const model::ParamLayout F{D, H, C};
   std::vector<double> full(F.total());
   std::size_t at = 0;
   for (int r = 0; r < p; ++r) {
     const HiddenSlice s = hidden_slice(H, p, r);
-    const ParamLayout L{D, s.H, C};
+    const model::ParamLayout L{D, s.H, C};
     if (at + L.total() > slices.size()) throw std::invalid_argument("assemble_params: too few values");
     const double* in = slices.data() + at;
     for (int j = 0; j < D; ++j)

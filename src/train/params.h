@@ -20,7 +20,7 @@ inline std::vector<double> pack(const std::vector<double>& W1, const std::vector
 }
 
 template <class T>
-Checkpoint unpack(const std::vector<T>& p, const ParamLayout& L) {
+Checkpoint unpack(const std::vector<T>& p, const model::ParamLayout& L) {
   Checkpoint ck;
   ck.D = L.D; ck.H = L.H; ck.C = L.C;
   ck.is_double = std::is_same_v<T, double>;

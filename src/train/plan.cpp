@@ -60,7 +60,7 @@ void validate(const Config& cfg) {
 RootPlan plan_on_root(const Config& cfg, const HostData& data, bool is_double) {
   const int D = kInputDim, H = cfg.hidden, C = kNumClasses;
   RootPlan rp;
-  Sizes& sz = rp.sz;
+  Sizes& sz = rp.sizes;
   const std::size_t avail = data.train.size(), avail_test = data.test.size();
   if (data.train.images.size() != avail * D || data.test.images.size() != avail_test * D)
     throw UserError("image and label counts disagree in the data given to the trainer");

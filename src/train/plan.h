@@ -19,7 +19,7 @@ struct Sizes {
   std::uint64_t n_fit = 0, n_val = 0, n_test = 0;
 };
 struct RootPlan {
-  Sizes sz;
+  Sizes sizes;
   std::vector<double> init;  // packed, as drawn / as stored
   FilePtr metrics;
   TrainState state;           // rank 0: fresh (epoch 0, batch 0) or as saved; its fingerprint

@@ -1,7 +1,7 @@
 // The --report performance report: every training batch timed phase by phase on rank 0
 // (CUDA events; the emulator's events read the wall clock), the FLOP and byte counts of a
 // batch, the rates they give and the course's roofline prediction, written as JSON
-// (schema "nn-report-1"). The trainer (src/train/step.h, exchange.h) places the marks and,
+// (schema "nn-report-1"). The trainer (src/train/step.cpp and its Phase scopes, run.h) places the marks and,
 // with --profile, the barriers and device syncs. Tested by tests/train/test_report.cpp and
 // tests/train/test_report_training.cpp.
 #pragma once

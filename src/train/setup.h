@@ -1,317 +1,50 @@
-// Setting a run up, on every rank: the plan (plan.h) shared from rank 0, the device chosen,
-// the training shards scattered ONCE (schedule/shards.h), the models built (model/model.h),
-// and the header printed. Internal to src/train (included by trainer.cpp).
+// Setting a run up, on every rank (setup.cpp): the plan (plan.h) shared from rank 0, the device
+// chosen (devices.h), the training shards scattered ONCE (schedule/shards.h), the models built
+// (model/model.h), and the header printed. Internal to src/train.
 #pragma once
-#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "comm/comm.h"
-#include "common/nn_real.h"
-#include "common/nvtx.h"
-#include "gemm/gemm.h"
-#include "model/cpu_model.h"
-#include "model/model.h"
 #include "schedule/shards.h"
-#include "train/agree.h"
 #include "train/devices.h"
 #include "train/model_parallel.h"
 #include "train/plan.h"
+#include "train/trainer.h"
 
 namespace nn::train {
-
-template <class Model>
-std::unique_ptr<Model> make_model(int D, int H, int C, int max_cols, const Config& cfg) {
-  if constexpr (kOnHost<Model>)
-    return std::make_unique<Model>(D, H, C, max_cols, cfg.cpu_gemm);
-  else
-    return std::make_unique<Model>(D, H, C, max_cols, cfg.gemm);
-}
-
-// Rank 0 scatters the shards once: uint8 columns and labels, packed in shard order (model
-// parallelism: the one shard goes to everybody). Collective.
-template <class Images>
-Images scatter_shards(const ShardPlan& plan, const HostData& data, bool mp) {
-  const int D = kInputDim;
-  const bool root = comm::rank() == 0;
-  const std::size_t n_fit = plan.n;
-  Images shard;
-  std::vector<std::uint8_t> img_send, lab_send;
-  std::vector<std::size_t> img_counts, lab_counts;
-  if (root) {
-    img_send.reserve(n_fit * D);
-    lab_send.reserve(n_fit);
-    for (int q = 0; q < plan.p; ++q) {  // model parallelism: one shard
-      const std::vector<std::uint32_t> idx = shard_indices(plan, q);
-      for (const std::uint32_t i : idx) {
-        const auto* col = data.train.images.data() + std::size_t(i) * D;
-        img_send.insert(img_send.end(), col, col + D);
-        lab_send.push_back(data.train.labels[i]);
-      }
-      img_counts.push_back(idx.size() * D);
-      lab_counts.push_back(idx.size());
-    }
-  }
-  if (mp) {  // the one shard goes to everybody
-    const std::size_t n = comm::broadcast_value(lab_send.size());
-    img_send.resize(n * D);
-    lab_send.resize(n);
-    comm::broadcast_bytes(img_send.data(), img_send.size());
-    comm::broadcast_bytes(lab_send.data(), lab_send.size());
-    shard = Images(img_send.data(), lab_send.data(), n, D);
-  } else {
-    const std::vector<std::uint8_t> my_img = comm::scatterv_bytes(img_send, img_counts);
-    const std::vector<std::uint8_t> my_lab = comm::scatterv_bytes(lab_send, lab_counts);
-    shard = Images(my_img.data(), my_lab.data(), my_lab.size(), D);
-  }
-  return shard;
-}
 
 // Everything a rank trains with, once set up.
 template <class T, class Model>
 struct Setup {
-  RootPlan rp;  // sizes and init on every rank; metrics open on rank 0 only
+  RootPlan root_plan;  // sizes and init on every rank; metrics open on rank 0 only
   ShardPlan plan;
-  std::vector<T> init;               // static_cast of rp.init, as the reference converts
-  std::vector<RankDevice> ranks;     // rank 0: every rank's node and device, in rank order
-  std::string device_name;           // this rank's cudaDeviceProp::name (or CPU name), for --report
-  bool graphs = false;               // --graph resolved (graphs_in_use): the model replays CUDA Graphs
-  bool persistent = false;           // --persistent resolved: runs of steps in one launch each
-  int threads = 0;                   // --device cpu: this rank's BLAS threads
-  int b_max = 0;                     // this rank's largest batch part
+  std::vector<T> init;                 // static_cast of root_plan.init, as the reference converts
+  std::vector<RankDevice> rank_devices;  // rank 0: every rank's node and device, in rank order
+  std::string device_name;             // this rank's cudaDeviceProp::name (or CPU name), for --report
+  bool graphs = false;                 // --graph resolved (graphs_in_use): the model replays CUDA Graphs
+  bool persistent = false;             // --persistent resolved: runs of steps in one launch each
+  int threads = 0;                     // --device cpu: this rank's BLAS threads
+  int max_part = 0;                    // this rank's largest batch part
   // --device cpu, data parallel, every rank on one node: the memory the model's parameters and
   // every rank's X and dZ1 live in (CpuModel::use_node_shared); null otherwise.
-  std::unique_ptr<comm::NodeShared> shm;
+  std::unique_ptr<comm::NodeShared> node_memory;
   std::unique_ptr<Model> model;
   typename Model::Images val, test;  // rank 0 only
   // --strategy model: this rank's hidden units; rank 0 evaluates with the whole network,
-  // put together from every rank's slice (full_params).
+  // put together from every rank's slice (full_params, epoch.cpp).
   HiddenSlice slice;
   std::unique_ptr<Model> eval_model;
 };
 
-// --persistent resolved: on where asked (an error where it cannot). Auto stays off (the fused
-// step) until the persistent step has been timed against it on a GPU (docs/performance.md).
+// Collective: every rank calls it with the same cfg.
 template <class T, class Model>
-bool resolve_persistent(const Config& cfg, Setup<T, Model>& s, int p) {
-  if (cfg.persistent != Persistent::On) return false;
-  std::string why;
-  if (!fused_in_use(cfg)) why = "it needs the fused step (--gemm 4 or 5, --fused not off, data parallel)";
-  else if (p != 1) why = "it runs at one rank only (with several, each step's gradient goes through MPI_Allreduce)";
-  else why = s.model->enable_persistent(true, s.b_max);
-  if (!why.empty()) throw UserError("--persistent on: " + why);
-  return true;
-}
+Setup<T, Model> setup(const Config& cfg, const HostData& data);
 
-// This rank's compute device and where it runs (devices.h): the node's cores shared among
-// its ranks (or what the environment says) for OpenBLAS, or a GPU per rank, the node-local
-// rank modulo the node's GPUs (a rank without one stops everybody with one message). Collective.
+// Rank 0's header: the build, the data, the configuration, the ranks and their devices.
 template <class T, class Model>
-RankDevice choose_device(const Config& cfg, Setup<T, Model>& s) {
-  RankDevice me;
-  if constexpr (kOnHost<Model>) {
-    const CpuThreads th = cpu_threads_for(comm::local_size(), cfg.cpu_gemm == CpuGemm::OneDNN);
-    set_gemm_threads(th.threads);
-    s.threads = th.threads;
-    s.device_name = cpu_name();
-    me = cpu_rank(s.device_name, th);
-  } else {
-    all_ranks_ok(select_device(me));
-    s.device_name = me.device_name;
-    all_ranks_ok(simulator_limits(s.device_name, cfg));
-    if (cfg.mpi_device) {
-      const std::string why = comm::device_pointer_support();
-      all_ranks_ok(why.empty() ? "" : "--mpi device: " + why);
-    }
-  }
-  return me;
-}
-
-// Node-shared data parallelism (CpuModel::use_node_shared): --device cpu (the caller's),
-// --strategy allreduce, more than one rank, all of them on this node, --node-shared not off.
-// Each rank's dW1 columns then read every rank's dZ1 (H x batch values, not its own H x
-// batch / p) and the next forward pass reads the columns of W1 the others wrote, but the
-// all-reduce and SGD pass over W1 are gone. Measured on a 2-core VM at 2 ranks (median
-// s/epoch of epochs 2-4, --node-shared on / off, the same minute): 0.61-0.69 at 256:100,
-// 0.92-0.96 at 512:800, 0.90-0.99 at 512:2000, 0.91-0.95 at 1024:1000, 0.95-1.07 at 512:3000
-// (noise), 0.95-0.98 at 1024:3000. (With the parts 264 bytes off a page boundary, as Open MPI
-// hands them out, B = 3000 had been 1-2% slower: node_shared.cpp aligns them.)
-// Collective (comm::one_node) when the options allow it, the same on every rank.
-inline bool use_node_shared(const Config& cfg, int p) {
-  if (cfg.node_shared == NodeShared::Off || cfg.strategy != Strategy::Allreduce || p < 2) return false;
-  if (comm::one_node()) return true;
-  if (cfg.node_shared == NodeShared::On)
-    throw UserError("--node-shared on needs every rank on one node (these ranks span several nodes; "
-                    "use --node-shared auto or off)");
-  return false;
-}
-
-// One shared window: rank 0 brings the parameters (page-aligned), then every rank its X and
-// dZ1, each sized for the largest model's columns (rank 0's: max(b_max, 1024), evaluation's
-// chunks) so every part has the same layout. Collective.
-template <class T, class Model>
-void share_node_memory(Setup<T, Model>& s, int D, int H) {
-  constexpr std::size_t kPage = 4096;
-  const int p = comm::size();
-  int cols = 1024;
-  for (int q = 0; q < p; ++q) cols = std::max(cols, int(part(s.plan, q, 0).count));
-  const std::size_t params_bytes = (s.model->num_params() * sizeof(T) + kPage - 1) / kPage * kPage;
-  const std::size_t part_values = Model::shared_part_values(D, H, cols);
-  s.shm = std::make_unique<comm::NodeShared>((comm::rank() == 0 ? params_bytes : 0) + part_values * sizeof(T));
-  typename Model::SharedParts parts;
-  parts.params = static_cast<T*>(s.shm->of(0));
-  for (int q = 0; q < p; ++q) {
-    T* base = reinterpret_cast<T*>(static_cast<char*>(s.shm->of(q)) + (q == 0 ? params_bytes : 0));
-    parts.X.push_back(base);
-    parts.dZ1.push_back(base + std::size_t(D) * std::size_t(cols));
-  }
-  parts.rank = comm::rank();
-  parts.sync = [w = s.shm.get()] { w->sync(); };
-  s.model->use_node_shared(std::move(parts));
-}
-
-template <class T, class Model>
-Setup<T, Model> setup(const Config& cfg, const HostData& data) {
-  NN_RANGE("train setup");
-  const int p = comm::size(), r = comm::rank(), D = kInputDim;
-  const bool root = r == 0;
-  Setup<T, Model> s;
-  // Collective: do the weights live in the node's shared memory? Decided before the plan,
-  // whose resume fingerprint records it (the bits differ from the all-reduce's).
-  bool node_shared = false;
-  if constexpr (kOnHost<Model>) node_shared = use_node_shared(cfg, p);
-  Config planned = cfg;
-  planned.node_shared = node_shared ? NodeShared::On : NodeShared::Off;
-  on_root([&] { s.rp = plan_on_root(planned, data, std::is_same_v<T, double>); });
-  const Sizes sz = s.rp.sz = comm::broadcast_value(s.rp.sz);
-  comm::broadcast(s.rp.init);
-  s.init.assign(s.rp.init.begin(), s.rp.init.end());
-  share_state(s.rp);
-  // Model parallelism trains every rank on the whole batch: one shard, the p = 1 schedule.
-  const bool mp = cfg.strategy == Strategy::Model;
-  s.plan = make_plan(sz.n_fit, cfg.batch, mp ? 1 : p, cfg.seed, cfg.shuffle);
-
-  s.ranks = gather_ranks(choose_device(cfg, s));
-
-  auto shard = scatter_shards<typename Model::Images>(s.plan, data, mp);
-
-  // The first batch is a full one, so it holds this rank's largest part; rank 0 also
-  // evaluates the validation and test sets, in chunks of up to 1024 columns.
-  s.b_max = int(part(s.plan, mp ? 0 : r, 0).count);
-  if (mp) {
-    s.slice = hidden_slice(cfg.hidden, p, r);
-    const std::vector<double> mine = slice_params(s.rp.init, D, cfg.hidden, kNumClasses, s.slice);
-    s.model = make_model<Model>(D, s.slice.H, kNumClasses, s.b_max, cfg);
-    s.model->set_params(std::vector<T>(mine.begin(), mine.end()));
-    if (root) s.eval_model = make_model<Model>(D, cfg.hidden, kNumClasses, 1024, cfg);
-  } else {
-    s.model = make_model<Model>(D, cfg.hidden, kNumClasses, root ? std::max(s.b_max, 1024) : s.b_max, cfg);
-    if constexpr (kOnHost<Model>)
-      if (node_shared) share_node_memory(s, D, cfg.hidden);
-    s.model->set_params(s.init);
-  }
-  s.model->set_train_data(std::move(shard));
-  s.graphs = graphs_in_use(cfg, s.device_name.rfind("GPGPU-Sim", 0) == 0);
-  s.model->enable_graphs(s.graphs);
-  if constexpr (!kOnHost<Model>)
-    if (fused_in_use(cfg)) s.model->enable_fused(true, fused_gathers_in_gemm(cfg));
-  if constexpr (!kOnHost<Model>) s.persistent = resolve_persistent(cfg, s, p);
-  // One rank, data parallel: nothing runs between the backward pass and the step, so the
-  // host model lets its dW1 GEMM apply the step (CpuModel::fuse_w1_step).
-  if constexpr (kOnHost<Model>)
-    if (!mp && p == 1) s.model->fuse_w1_step(true, static_cast<T>(cfg.lr));
-  if (root) {
-    s.val = typename Model::Images(data.train.images.data() + sz.n_fit * D, data.train.labels.data() + sz.n_fit,
-                         sz.n_val, D);
-    s.test = typename Model::Images(data.test.images.data(), data.test.labels.data(), sz.n_test, D);
-  }
-  return s;
-}
-
-// The GPU step the run takes (--fused) and whether it is replayed as CUDA Graphs, for the header.
-inline void print_step_line(std::FILE* out, const Config& cfg, bool graphs, bool persistent) {
-  if (persistent) {
-    std::fprintf(out, "step: persistent (runs of up to %d steps in one cooperative launch each, two grid "
-                 "barriers a step; --persistent off: the fused step)\n", kPersistentRun);
-    return;
-  }
-  std::fprintf(out, "step: %s%s\n", !fused_in_use(cfg)
-               ? "separate kernels (--fused off, --gemm other than 4 or 5, or --strategy model)"
-               : fused_gathers_in_gemm(cfg)
-               ? "fused (4 kernels, the batch read from the resident images inside the GEMMs; loss and "
-                 "accuracy read at the epoch's end; --fused off: the separate kernels)"
-               : "fused (5 kernels, the batch gathered once a step into a normalised copy, --fused-gather; "
-                 "loss and accuracy read at the epoch's end; --fused off: the separate kernels)",
-               graphs ? ", replayed as CUDA Graphs (--no-graph: launched one by one)" : "");
-}
-
-// What the ranks exchange, for the header (nothing at one rank).
-template <class T, class Model>
-void print_communication_line(std::FILE* out, const Config& cfg, const Setup<T, Model>& s) {
-  if (s.shm)
-    std::fprintf(out, "communication: allreduce, node-shared: one copy of the weights in shared memory, "
-                 "each rank steps its columns of W1 from every rank's dZ1 and X (no W1 gradient is sent); "
-                 "[b1 | W2 | b2] all-reduced in place (--node-shared off: all-reduce everything)\n");
-  else if (comm::size() == 1)
-    std::fprintf(out, "communication: none (one rank)\n");
-  else
-    std::fprintf(out, "communication: %s, %s, MPI on %s memory\n", strategy_name(cfg.strategy),
-                 cfg.strategy == Strategy::Model ? "scores all-reduced per step"
-                 : cfg.overlap && !cfg.profile ? "layer-2 reduction overlapped with the dW1 GEMM"
-                                               : "no overlap",
-                 kOnHost<Model> ? "host (in place)" : cfg.mpi_device ? "device" : "pinned host");
-}
-
-template <class T, class Model>
-void print_header(std::FILE* out, const Config& cfg, const HostData& data, const Setup<T, Model>& s) {
-  const Sizes& sz = s.rp.sz;
-#ifdef SIM_EMULATOR
-  const char* build = "emulator";
-#else
-  const char* build = "CUDA";
-#endif
-  const char* kind = cfg.strategy == Strategy::Model ? "model-parallel trainer" : "data-parallel trainer";
-  const char* prec = std::is_same_v<T, double> ? "double" : "float";
-  if constexpr (kOnHost<Model>)
-    std::fprintf(out, "nn_train: %s, %s, --device cpu: host GEMM %s, %d thread%s per rank (%s build; "
-                 "--device cpu runs no CUDA kernels)\n", kind, prec, cpu_gemm_version(cfg.cpu_gemm).c_str(),
-                 s.threads, s.threads == 1 ? "" : "s", build);
-  else
-    std::fprintf(out, "nn_train: %s, %s, %s build, GEMM variant %d (%s)\n", kind, prec,
-#ifdef SIM_EMULATOR
-                 "emulator (SIMT on the CPU, not a GPU)",
-#else
-                 "CUDA",
-#endif
-                 cfg.gemm, gemm_variant_name(cfg.gemm));
-  std::fprintf(out, "data: %s (train %llu, validation %llu, test %llu images)\n",
-               data.source.empty() ? "in memory" : data.source.c_str(), (unsigned long long)sz.n_fit,
-               (unsigned long long)sz.n_val, (unsigned long long)sz.n_test);
-  std::fprintf(out, "config: hidden=%d batch=%zu epochs=%d lr=%g reg=%g seed=%llu shuffle=%s init=%s%s%s\n",
-               cfg.hidden, cfg.batch, cfg.epochs, cfg.lr, cfg.reg, (unsigned long long)cfg.seed,
-               cfg.shuffle ? "yes" : "no",
-               s.rp.resumed ? cfg.save.c_str() : cfg.load.empty() ? "fresh" : cfg.load.c_str(),
-               cfg.config_file.empty() ? "" : " config-file=", cfg.config_file.c_str());
-  const TrainState& st = s.rp.state;
-  if (s.rp.resumed)
-    std::fprintf(out, "resume: %s: %u epochs and %llu of %zu batches done; continuing\n", cfg.save.c_str(),
-                 st.epoch, (unsigned long long)st.batch, s.plan.num_batches());
-  else if (cfg.resume)
-    std::fprintf(out, "resume: %s does not exist yet: starting fresh\n", cfg.save.c_str());
-  if (cfg.strategy == Strategy::Model)
-    std::fprintf(out, "MPI ranks: %d (hidden units split %d..%d per rank; every rank sees the whole batch)\n",
-                 comm::size(), hidden_slice(cfg.hidden, comm::size(), comm::size() - 1).H, s.slice.H);
-  else
-    std::fprintf(out, "MPI ranks: %d (batch slices of at most %d images on rank 0)\n", comm::size(), s.b_max);
-  print_communication_line(out, cfg, s);
-  if (!kOnHost<Model>) print_step_line(out, cfg, s.graphs, s.persistent);
-  for (const std::string& line : placement_lines(s.ranks)) std::fprintf(out, "%s\n", line.c_str());
-  std::fflush(out);
-  const std::string short_of_cores = threads_warning(s.ranks);
-  if (!short_of_cores.empty()) std::fprintf(stderr, "nn_train: warning: %s\n", short_of_cores.c_str());
-}
+void print_header(std::FILE* out, const Config& cfg, const HostData& data, const Setup<T, Model>& s);
 
 }  // namespace nn::train

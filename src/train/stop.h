@@ -1,6 +1,6 @@
 // The stop protocol between a signal and the training loop. SIGTERM and SIGUSR1 (handlers in
 // src/app/signals.cpp) only call request_stop; after each step the ranks OR their flags in
-// the step's small allreduce (src/train/step.h, agree_after_step), so all of them stop after
+// the step's small allreduce (src/train/epoch.cpp, agree_after_step), so all of them stop after
 // the same step even if only some were signalled, save the state, and train_on returns with
 // TrainResult::stopped (exit code kExitStopped, src/app/exit_codes.h). A second signal
 // changes nothing. Tested by tests/train/test_resume.cpp and tests/cli/resume_signal.sh.

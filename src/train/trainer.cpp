@@ -1,9 +1,9 @@
-// The data-parallel (and model-parallel) training run, put together from its pieces, each
-// in its own file (docs/architecture.md walks them):
-//   setup.h     plan (plan.h, resume.h) on rank 0, device (devices.h), shards scattered once
-//   run_state.h the Run every piece works on
-//   epoch.h     train_epochs -> run_epoch -> step (step.h) -> exchange (exchange.h); end_epoch
-//   finish.h    the BLAS bound, --report, test precision, files, --verify (verify.h)
+// The data-parallel (and model-parallel) training run, put together from its pieces
+// (docs/architecture.md walks them):
+//   setup.cpp   the Run (run.h): plan (plan.h, resume.h) on rank 0, device (devices.h), shards
+//               scattered once, the step chosen
+//   epoch.cpp   train_epochs -> run_epoch -> take_steps -> the step (step.cpp); end_epoch
+//   finish.cpp  the BLAS bound, --report, test precision, files, --verify (verify.h)
 // The pieces use only the model interface (model/model.h), so DeviceModel and CpuModel are
 // two instantiations of train_with. Tested by tests/train at 1-4 ranks.
 #include "train/trainer.h"
@@ -12,9 +12,9 @@
 #include <utility>
 
 #include "common/errors.h"
-#include "model/cpu_model.h"
-#include "model/device_model.h"
+#include "train/epoch.h"
 #include "train/finish.h"
+#include "train/run.h"
 #include "train/watchdog.h"
 
 namespace nn::train {
@@ -28,10 +28,10 @@ TrainResult train_with(const Config& asked, const HostData& data, std::FILE* out
   if (asked.device == Device::Cpu) cfg.cpu_gemm = resolved_cpu_gemm(asked.cpu_gemm, std::is_same_v<T, double>);
   validate(cfg);
   if constexpr (kOnHost<Model> && std::is_same_v<T, double>)
-    if (cfg.cpu_gemm == CpuGemm::OneDNN)
+    if (cfg.cpu_gemm == model::CpuGemm::OneDNN)
       throw UserError("--cpu-gemm onednn computes in float; this build trains in double (USE_DOUBLE=1)");
   Run<T, Model> R(cfg, data, out);
-  if (R.out) print_header(R.out, cfg, data, R.s);
+  if (R.out) print_header(R.out, cfg, data, R.setup);
   open_metrics(R);
   train_epochs(R);
   unwatch();  // the verification and the report are not timed (watchdog.h)
@@ -41,10 +41,10 @@ TrainResult train_with(const Config& asked, const HostData& data, std::FILE* out
     measure_blas_bound(R);
     finish_run(R, performance_report(R));
   }
-  if (R.out && R.res.saves)
-    std::fprintf(R.out, "saves: %zu during training, %.1f ms each on average (rank 0)\n", R.res.saves,
-                 1e3 * R.res.save_seconds / double(R.res.saves));
-  return std::move(R.res);
+  if (R.out && R.result.saves)
+    std::fprintf(R.out, "saves: %zu during training, %.1f ms each on average (rank 0)\n", R.result.saves,
+                 1e3 * R.result.save_seconds / double(R.result.saves));
+  return std::move(R.result);
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // The trainer's entry point, train_on: rank 0's data scattered once, every rank trains its
 // slice of each global batch (data parallelism: the gradients are summed over the ranks in
-// src/train/exchange.h; --strategy model splits the hidden units instead), reports, saves and
+// src/train/step.cpp; --strategy model splits the hidden units instead), reports, saves and
 // verifies. src/app/run.cpp calls it on the loaded IDX files; the tests call it on in-memory
 // data. Tested by tests/train (every strategy, 1-4 ranks, both models).
 #pragma once

@@ -48,7 +48,7 @@ double rel_error(const T* a, const T* ref, std::size_t n) {
 template <class T>
 VerifyResult replay_and_compare(const Config& cfg, const ShardPlan& plan, const HostSplit& train,
                                 const std::vector<T>& init, const std::vector<T>& final_p,
-                                const ParamLayout& L, int e0, std::size_t k0) {
+                                const model::ParamLayout& L, int e0, std::size_t k0) {
   NN_RANGE("verify");
   const arma::uword D = L.D, H = L.H, C = L.C;
   ref::Params<T> P;
@@ -88,9 +88,9 @@ VerifyResult replay_and_compare(const Config& cfg, const ShardPlan& plan, const 
 
 template VerifyResult replay_and_compare<float>(const Config&, const ShardPlan&, const HostSplit&,
                                                 const std::vector<float>&, const std::vector<float>&,
-                                                const ParamLayout&, int, std::size_t);
+                                                const model::ParamLayout&, int, std::size_t);
 template VerifyResult replay_and_compare<double>(const Config&, const ShardPlan&, const HostSplit&,
                                                  const std::vector<double>&, const std::vector<double>&,
-                                                 const ParamLayout&, int, std::size_t);
+                                                 const model::ParamLayout&, int, std::size_t);
 
 }  // namespace nn::train

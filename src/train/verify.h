@@ -25,6 +25,6 @@ double verify_tolerance(bool is_double);
 template <class T>
 VerifyResult replay_and_compare(const Config& cfg, const ShardPlan& plan, const HostSplit& train,
                                 const std::vector<T>& init, const std::vector<T>& final_p,
-                                const ParamLayout& L, int e0, std::size_t k0);
+                                const model::ParamLayout& L, int e0, std::size_t k0);
 
 }  // namespace nn::train

@@ -87,12 +87,6 @@ TEST(Config, FusedAndGraphSwitches) {
   EXPECT_TRUE(nn::train::graphs_in_use(parse_config(Args{"--graph", "--fused", "off"}).config, false));
   // GEMM variant 5 has the fused step's extras too.
   EXPECT_TRUE(nn::train::fused_in_use(parse_config(Args{"--gemm", "5"}).config));
-  // --fused-gather: where the fused step normalises the batch; auto is the copy.
-  using nn::train::FusedGather;
-  EXPECT_EQ(d.fused_gather, FusedGather::Auto);
-  EXPECT_FALSE(nn::train::fused_gathers_in_gemm(d));
-  EXPECT_TRUE(nn::train::fused_gathers_in_gemm(parse_config(Args{"--fused-gather", "gemm"}).config));
-  EXPECT_EQ(parse_config(Args{"--fused-gather", "copy"}).config.fused_gather, FusedGather::Copy);
-  EXPECT_FALSE(nn::train::fused_gathers_in_gemm(parse_config(Args{"--fused-gather=copy"}).config));
-  EXPECT_REJECTED((Args{"--fused-gather", "both"}), "--fused-gather both: must be auto, gemm or copy");
+  // The fused step gathers the batch into a normalised copy, always: no option chooses it.
+  EXPECT_REJECTED((Args{"--fused-gather", "copy"}), "unknown option --fused-gather");
 }

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The GEMM variant registry against everything that lists the variants.
 
-The registry is kernels/gemm/variants.h (one X(NUMBER, NAME, live|retired, "HELP") row per
-variant). Checked against it:
+The registry is kernels/gemm/variants.h (one X(NUMBER, NAME, fused|plain, "HELP") row per
+variant; fused: it has the fused step's epilogue). Every row is a variant with its
+launcher. Checked against it:
   1. the registry itself: rows numbered 0, 1, 2, ... in order, names unique identifiers;
   2. the sources: every live variant N has kernels/gemm/N_NAME.cu defining gemm_NAME, and every
      kernels/gemm/N_*.cu belongs to a registered N (a file without its registry line);
@@ -41,12 +42,12 @@ def registry():
         if not re.match(r"\s*X\(", line):
             continue
         m = ROW.match(line)
-        if not m or m.group(3) not in ("live", "retired"):
+        if not m or m.group(3) not in ("fused", "plain"):
             bad.append(f"{path}:{n}: {line.strip()}")
             continue
-        rows.append((int(m.group(1)), m.group(2), m.group(3) == "live", m.group(4).replace('\\"', '"')))
+        rows.append((int(m.group(1)), m.group(2), True, m.group(4).replace('\\"', '"')))
     if bad or not rows:
-        print("FAIL the registry: " + ("rows not of the form X(N, name, live|retired, \"help\"):\n    " +
+        print("FAIL the registry: " + ("rows not of the form X(N, name, fused|plain, \"help\"):\n    " +
                                        "\n    ".join(bad) if bad else f"no X(...) row in {path}"))
         print("gemm-registry: 0 passed, 1 failed")
         sys.exit(1)

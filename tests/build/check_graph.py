@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """The Makefile's dependency graph, checked from make's own database (make -p).
 
-1. setup first: every target with a recipe, in every configuration below, reaches `setup`
-   through its prerequisites (normal or order-only), so under any -j nothing compiles, links,
-   downloads or runs before setup has installed what it needs. The few targets that need
-   nothing setup installs are listed in EXEMPT, each with its reason.
+1. dependencies first: every target with a recipe, in every configuration below, reaches `setup`
+   or a dependency stamp $(BUILD)/.need-ROLE (make/deps.mk) through its prerequisites (normal or
+   order-only), so under any -j nothing compiles, links or runs before its dependencies were
+   found (and, as root on Debian, installed). The few targets that need nothing are listed in
+   EXEMPT, each with its reason.
+   Each target needs only what it uses: make trainer (CUDA) reaches no GoogleTest or
+   Boost.Context stamp, make trainer (no nvcc) no GoogleTest stamp, make data none at all.
 2. `make run` builds only what it runs: without a GPU, the emulator trainer and nothing
    under the CUDA build directory (no nvcc); with a GPU (and nvcc), the CUDA trainer and
    nothing of the emulator build.
@@ -31,16 +34,19 @@ EXEMPT = {
     "help": "prints text",
     "clean": "rm -rf",
     "all": "its recipe only prints a note; its prerequisites are checked",
+    "data": "data/get_mnist.sh needs no library",
+    "trainer": "its recipe only prints the trainer's path; its prerequisites are checked",
 }
 EXEMPT_PATTERNS = [
     (re.compile(r"/\.setup-done$"), "the setup stamp: runs .ci/setup.sh itself"),
     (re.compile(r"/nvtx-include/nvtx3$"), "a symbolic link to the CUDA toolkit's NVTX headers"),
+    (re.compile(r"/(deps\.mk|deps\.env|\.need-[a-z]+|\.cuda-arch-[0-9_]+)$"), "the dependency probe and its stamps"),
 ]
 
 
 def database(build, extra):
     cmd = [MAKE, "-p", "-n", "-B", "--no-print-directory", "MAKE=:", f"BUILD={build}",
-           "SANITIZE=", "USE_DOUBLE=", "DEBUG=", *extra, *GOALS]
+           "SANITIZE=", "USE_DOUBLE=", "DEBUG=", "NN_NO_PROBE=1", *extra, *GOALS, "trainer"]
     # Not the calling make's flags and variables (SANITIZE=1, say): the default configuration.
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")}
     out = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -120,11 +126,12 @@ with tempfile.TemporaryDirectory() as tmp:
     graphs = {name: parse(database(build, extra)) for name, extra in configs.items()}
 
     for name, graph in graphs.items():
-        memo = {}
         with_recipe = [t for t, (_, r) in graph.items() if r and not exempt(t)]
-        late = sorted(t for t in with_recipe if not reaches(graph, t, "setup", memo))
+        stamps = {t for t in graph if re.search(r"/\.need-[a-z]+$", t)} | {"setup"}
+        memos = {g: {} for g in stamps}
+        late = sorted(t for t in with_recipe if not any(reaches(graph, t, g, memos[g]) for g in stamps))
         check(len(with_recipe) > 50 and not late,
-              f"[{name}] all {len(with_recipe)} targets with a recipe come after setup"
+              f"[{name}] all {len(with_recipe)} targets with a recipe come after setup or a dependency stamp"
               + (f"; not: {', '.join(late[:8])}{' ...' if len(late) > 8 else ''}" if late else ""))
 
     cpu, cuda = f"{build}/cpu/", f"{build}/cuda/"
@@ -139,6 +146,15 @@ with tempfile.TemporaryDirectory() as tmp:
     run = closure(graphs["GPU and nvcc"], "run")
     check(f"{cuda}bin/nn_train" in run and not any(t.startswith(cpu) for t in run),
           "[GPU and nvcc] make run builds the CUDA trainer and nothing of the emulator build")
+    for name, binary, never in (("no GPU, nvcc", f"{cuda}bin/nn_train", ("tests", "emulator")),
+                                ("no GPU, no nvcc", f"{cpu}bin/nn_train", ("tests", "cuda"))):
+        t = closure(graphs[name], "trainer")
+        wrong = sorted(r for r in never if f"{build}/.need-{r}" in t)
+        check(binary in t and f"{build}/.need-trainer" in t and not wrong,
+              f"[{name}] make trainer builds {binary[len(build) + 1:]} and checks no {' or '.join(never)} dependency"
+              + (f"; it checks {wrong}" if wrong else ""))
+    t = closure(graphs["no GPU, nvcc"], "data")
+    check(not any("/.need-" in x or x == "setup" for x in t), "make data checks no dependency")
     everything = closure(graphs["no GPU, nvcc"], "all")
     check(f"{cuda}bin/nn_tests" in everything and f"{cpu}bin/nn_tests" in everything,
           "[no GPU, nvcc] make (all) still builds both builds' test binaries")

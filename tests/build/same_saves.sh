@@ -11,7 +11,7 @@
 #
 #   bash tests/build/same_saves.sh [OLD_COMMIT [NEW_COMMIT_OR_TREE]]
 #
-# OLD defaults to 4770cf4 (the last commit before the src/ kernels/ sim/ refactor); NEW to the
+# OLD defaults to the last commit before the src/ kernels/ sim/ refactor (old_spec below); NEW to the
 # working tree of the repository holding this script (a directory: that checkout's working
 # tree; anything else: a commit). Commits are exported with `git archive`, working trees
 # copied (tracked + untracked-not-ignored files), all under the scratch directory, so nothing
@@ -22,7 +22,8 @@
 # directory, default <repo>/data/current), RUN_TIMEOUT (seconds per launch, default 300),
 # ONLY (a bash regex: run only the matrix entries it matches, e.g. ONLY='model.*cpu'),
 # NN_MPIRUN (the real mpirun, passed on to slurm/mpirun.sh).
-# Prints one line per run: same | same-error | DIFF | FAIL, then a summary; exits 0 only if
+# Prints one line per run: same (with the first 16 hex digits of both checkpoints' SHA-256) |
+# same-error | DIFF | FAIL, then a summary; exits 0 only if
 # every run is same or same-error, 1 otherwise, 2 on bad usage or a failed build.
 set -euo pipefail
 export LC_ALL=C
@@ -125,6 +126,17 @@ add float 2 --strategy ps --device cpu @resume
 add float 3 --strategy model --device gpu --gemm 0 @resume
 add double 2 --strategy model --device cpu @resume
 add double 1 --strategy allreduce --device gpu --gemm 3 @resume
+add float 4 --strategy allreduce --device gpu
+add double 4 --strategy allreduce --device cpu
+add float 4 --strategy ps --device gpu --no-overlap
+add float 3 --strategy allreduce --device cpu --node-shared off
+add double 2 --strategy allreduce --device cpu --node-shared off --no-overlap
+add float 2 --strategy allreduce --device gpu --mpi device --no-overlap
+add float 1 --device gpu --persistent on
+add double 1 --device gpu --persistent on --print-every 5
+add float 1 --device gpu --persistent on @resume
+add float 1 --device gpu --gemm 5 --fused on
+add float 1 --device gpu --no-graph --print-every 4
 if [ -n "${ONLY:-}" ]; then  # a subset, to look into one difference
   kept=()
   for entry in "${matrix[@]}"; do if [[ $entry =~ $ONLY ]]; then kept+=("$entry"); fi; done
@@ -192,7 +204,7 @@ for entry in "${matrix[@]}"; do
     if [ ! -f "$o/ckpt" ] || [ ! -f "$n/ckpt" ]; then
       echo "FAIL  $label: exit 0 but no checkpoint (old: $(ls "$o"), new: $(ls "$n"))"; bad=$((bad + 1))
     elif where=$(cd "$runs/$i" && cmp old/ckpt new/ckpt 2>&1); then
-      echo "same  $label"; same=$((same + 1))
+      echo "same  $(sha256sum "$n/ckpt" | cut -c1-16)  $label"; same=$((same + 1))
     else
       echo "DIFF  $label: $where"; bad=$((bad + 1))
     fi

@@ -1,4 +1,4 @@
-// The communication primitives behind the strategies (src/comm/strategies.cpp): the
+// The communication primitives behind the strategies (src/comm/gradients.cpp, strategies.cpp): the
 // non-blocking allreduce equals the sum, the parameter server adds in rank order,
 // gather_to_root concatenates uneven pieces in rank order. Collective, at 1-4 ranks.
 #include <gtest/gtest.h>

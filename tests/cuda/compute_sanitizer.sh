@@ -52,7 +52,7 @@ for tool in $TOOLS; do
       "$CS" --tool "$tool" --error-exitcode 99 --print-limit 50 \
       "$TESTS" --gtest_filter="$FILTER" >"$log" 2>&1 || rc=$?
     # racecheck prints no ERROR SUMMARY, only "RACECHECK SUMMARY: 0 hazards displayed (0 errors,
-    # 0 warnings)" (compute-sanitizer of CUDA 13.0 on an H200, bench/results/h200-2026-11-25/).
+    # 0 warnings)" (compute-sanitizer of CUDA 13.0 on an H200).
     clean=$(grep -cE 'ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards displayed \(0 errors' "$log" || true)
     errors=$(grep -E '(ERROR SUMMARY: [1-9][0-9]* error|RACECHECK SUMMARY: [1-9])' "$log" | head -1 || true)
     tests=$(grep -E '^tests: ' "$log" | tail -1 || true)

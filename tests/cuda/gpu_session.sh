@@ -147,7 +147,8 @@ summarise() {
     persist_*) { grep -iE 'test (precision|accuracy)|verif|max.*diff|^step:' "$f" | tail -3 | tr '\n' ' ' | cut -c1-200; } ;;
     latency_probe) { grep -E 'us/' "$f" | awk '{print $NF, $(NF-1)}' | tr '\n' ' ' | cut -c1-200; } ;;
     lat_*) { grep -iE 'test (precision|accuracy)|s/epoch|epoch [0-9]+' "$f" | tail -2 | tr '\n' ' ' | cut -c1-200; } ;;
-    exch_*) { grep -E '^(d2h|h2d|allreduce|reduce) ' "$f" | awk '{printf "%s %s %sus; ", $1, $5, $6}' | cut -c1-200; } ;;
+    exch_*|scalcal_parts*|scalcal_allreduce*) { grep -E '^(d2h|h2d|allreduce|reduce) ' "$f" | awk '{printf "%s %s %sus; ", $1, $5, $6}' | cut -c1-200; } ;;
+    scalcal_*) { grep -iE '^epoch +[0-9]+|test precision|error' "$f" | tail -2 | tr '\n' ' ' | cut -c1-200; } ;;
     scal_*) { grep -iE 'test precision|s/epoch|epoch [0-9]+' "$f" | tail -2 | tr '\n' ' ' | cut -c1-200; } ;;
     ncu_*) { grep -c '"gpu__time_duration.sum"' "$f" | sed 's/^/kernel rows: /'; } ;;
     *) tail -1 "$f" | cut -c1-160 ;;
@@ -259,6 +260,42 @@ for hb in 256:100 1024:1000; do
       --epochs 4 --report "$LOGS/scal_gpu_${hb/:/_}_np$np.json"
   done
 done
+# 0s. The scaling model's GPU parts (bench/scaling_model.py, docs/scaling.md; `bench/scaling_fit.py
+#     fit --gpu-session LOGS` refits from these files): one rank's step at the per-rank batch
+#     b = ceil(B/P) of P = 1..64 at the four shapes (scalcal_gpu_H_B_bb.json), the separate-kernel
+#     step of a model-parallel rank at (ceil(H/P), B) (scalcal_unfused_*), pinned copies, the host's
+#     reduction and the host all-reduce at 2-8 ranks from 8 bytes to 3.26 MB (scalcal_parts.csv),
+#     and ranks sharing the GPU at the shapes not yet run that way (scalcal_share_*). About 50 s.
+SCAL_BYTES=8,4096,65536,262144,814120,1628240,3256360
+step scalcal_parts_np1 30 "${ONE[@]}" "$BIN/exchange_parts" --bytes "$SCAL_BYTES" --repeats 100 --parts copies,reduce \
+  --csv "$LOGS/scalcal_parts.csv"
+for np in 2 4 8; do
+  step "scalcal_allreduce_np$np" 30 "${KITENV[@]}" OMP_NUM_THREADS=1 "$MPIRUN" -np "$np" "$BIN/exchange_parts" \
+    --bytes "$SCAL_BYTES" --repeats 100 --parts allreduce --csv "$LOGS/scalcal_parts.csv"
+done
+for hb in 256:100 512:800 1024:1000 1024:3000; do
+  h=${hb%:*} b=${hb#*:}
+  for p in 1 2 4 8 16 32 64; do
+    s=$(((b + p - 1) / p)) n=$((((b + p - 1) / p) * 2000 / 9 + 1))  # about 200 steps an epoch
+    [ "$n" -gt 54000 ] && n=0
+    step "scalcal_gpu_${h}_${b}_b$s" 20 "${ONE[@]}" "$BIN/nn_train" --data data/current --hidden "$h" --batch "$s" \
+      --lr 0.1 --reg 1e-4 --epochs 3 --train-size "$n" --test-size 1000 --report "$LOGS/scalcal_gpu_${h}_${b}_b$s.json"
+  done
+done
+for hb in 1024:1000 1024:3000; do
+  h=${hb%:*} b=${hb#*:}
+  for p in 2 8 64; do
+    hp=$(((h + p - 1) / p))
+    step "scalcal_unfused_${hp}_b$b" 20 "${ONE[@]}" "$BIN/nn_train" --data data/current --hidden "$hp" --batch "$b" \
+      --lr 0.1 --reg 1e-4 --epochs 3 --test-size 1000 --fused off --report "$LOGS/scalcal_unfused_${hp}_b$b.json"
+  done
+done
+for run in 512:800:2 1024:3000:2 1024:3000:4; do
+  IFS=: read -r h b np <<<"$run"
+  step "scalcal_share_${h}_${b}_np$np" 30 "${KITENV[@]}" OMP_NUM_THREADS=1 "$MPIRUN" -np "$np" "$BIN/nn_train" \
+    --data data/current --hidden "$h" --batch "$b" --lr 0.1 --reg 1e-4 --epochs 3 --test-size 1000 \
+    --report "$LOGS/scalcal_share_${h}_${b}_np$np.json"
+done
 # 0l. The step's latency: what a kernel node of a replayed graph, a programmatic-dependent-launch
 #     edge and a grid barrier cost on this GPU (bench/gpu/launch_latency.cu), and each kernel's time in
 #     3 fused steps at 256:100 (launched one by one: --no-graph), with the epoch time beside it.
@@ -276,8 +313,7 @@ for hb in 256:100 512:800; do
   step "lat_ours_nograph_${hb/:/_}" 30 "${ONE[@]}" "$BIN/nn_train" "${L[@]}" --no-graph --metrics "$LOGS/lat_ours_nograph_${hb/:/_}.csv"
 done
 TF32_TESTS='Tf32*:Wgmma*:SimWmma*:AllVariants/GemmVariant.*/tf32x3:GemmGather.*Tf32*'
-# 0w. Variant 5's wgmma kernel (kernels/gemm/5_tf32x3_wgmma.cu; first run on an H100 on
-#     2026-11-28, bench/results/h100-2026-11-28): its tests (Wgmma.DescriptorAndFragmentAreThePtxLayout
+# 0w. Variant 5's wgmma kernel (kernels/gemm/5_tf32x3_wgmma.cu): its tests (Wgmma.DescriptorAndFragmentAreThePtxLayout
 #     checks the descriptor and fragment layouts alone: if it fails, its message says which
 #     elements are wrong); 4096^3 and the trainer's big shapes against cuBLAS and the mma.sync
 #     kernel (the wgmma rows of gemm_bench --tf32); --gemm 5 with the wgmma kernel in the plan
@@ -396,10 +432,6 @@ for hb in 256:100 512:800 1024:1000 1024:3000; do
     --metrics "$LOGS/peer_ours_persistent_$s.csv"
   peer_step "peer_ours_unfused_$s" 20 "${ONE[@]}" "$BIN/nn_train" "${PEER[@]}" --fused off \
     --metrics "$LOGS/peer_ours_unfused_$s.csv"
-  peer_step "peer_ours_gather_gemm_$s" 20 "${ONE[@]}" "$BIN/nn_train" "${PEER[@]}" --fused-gather gemm \
-    --metrics "$LOGS/peer_ours_gather_gemm_$s.csv"
-  peer_step "peer_ours_gather_copy_$s" 20 "${ONE[@]}" "$BIN/nn_train" "${PEER[@]}" --fused-gather copy \
-    --metrics "$LOGS/peer_ours_gather_copy_$s.csv"
   peer_step "peer_jax_scan_$s" 45 "$PY" bench/peer_jax.py "${PEER[@]}" --device gpu --mode scan
   peer_step "peer_jax_step_$s" 45 "$PY" bench/peer_jax.py "${PEER[@]}" --device gpu --mode step
   peer_step "peer_torch_graph_$s" 45 "$PY" bench/peer_torch.py "${PEER[@]}" --device cuda --cuda-graph

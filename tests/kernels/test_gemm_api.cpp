@@ -63,7 +63,8 @@ TEST(GemmApi, RegistryAndHelp) {
     const nn::gemm_detail::VariantInfo& row = nn::gemm_detail::kVariants[v];
     EXPECT_EQ(row.number, v);
     EXPECT_STREQ(row.name, nn::gemm_variant_name(v));
-    EXPECT_EQ(row.live, nn::gemm_variant_available(v));
+    EXPECT_TRUE(nn::gemm_variant_available(v));
+    EXPECT_EQ(row.fused, nn::gemm_has_fused_extras(v));
     EXPECT_NE(help.find(std::to_string(v) + " " + row.help), std::string::npos) << help;
     for (int w = 0; w < v; ++w) EXPECT_STRNE(row.name, nn::gemm_variant_name(w));
   }
@@ -131,8 +132,8 @@ TEST(GemmApi, InvalidArgumentsThrow) {
 
 // gemm_release_workspaces() before a cudaDeviceReset, then every variant works again: the reset
 // frees what variant 0's cuBLAS handle and variant 4's split-K scratch point at, so both must be
-// let go first. On an H200 (bench/results/h200-2026-11-25/) a handle kept across a reset made the
-// next cublasSgemm fail (status 13) and a later kernel fault with an illegal address; the emulator
+// let go first. On an H200 a handle kept across a reset makes the next cublasSgemm fail (status
+// 13) and a later kernel fault with an illegal address (docs/testing.md, "On a GPU"); the emulator
 // refuses such a handle, so without the release this test fails in both builds.
 TEST(GemmApi, EveryVariantWorksAfterReleaseAndDeviceReset) {
   Case c;

@@ -45,7 +45,7 @@ __global__ void tf32_round_test_kernel(const float* in, float* out, int n) {
 // cvt.rna.tf32.f32 by definition: add half of the dropped range to the magnitude (sign and
 // magnitude are separate in IEEE bits, so this rounds ties away from zero), clear the 13 low
 // bits; a carry moves into the exponent (up to infinity). Infinities and NaNs are truncated
-// (no rounding): an H200 turned the NaN 0x7f800001 into +Inf (bench/results/h200-2026-11-27/).
+// (no rounding): an H200 turns the NaN 0x7f800001 into +Inf (docs/performance.md, GEMMs).
 std::uint32_t tf32_rna(std::uint32_t u) {
   if ((u & 0x7f800000u) == 0x7f800000u) return u & 0xffffe000u;
   return (u + 0x1000u) & 0xffffe000u;
@@ -233,7 +233,7 @@ struct AccuracyCase {
 };
 // The trainer's GEMMs at H = 256, B = 100: forward1 (W1 X), dW1 (dZ1 X^T), dA1 (W2^T dZ2), forward2
 // (W2 A1). The two big ones (the image GEMMs, K or N = 784) within 2x of variant 4's error. The two
-// small ones within 3x: on an H200 (bench/results/h200-2026-11-27/) variant 5 was 2.2x variant 4's
+// small ones within 3x: on an H200 variant 5's error measured 2.2x variant 4's
 // at dA1 (K = 10: one k-tile, so the tensor core's own sum, which does not round to nearest, is the
 // whole result) and at forward2 (variant 4 splits K = 256 into 16 slices of 16 there, short sums);
 // 1.8x and 0.7x at forward1 and dW1, and below variant 4's at 4096^3.

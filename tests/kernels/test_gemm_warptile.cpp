@@ -101,8 +101,8 @@ TEST(GemmWarptile, SplitKIsDeterministic) {
 
 // A CUDA Graph captured around a split-K GEMM keeps the address of the stream's split-K scratch.
 // A later, larger split-K GEMM on the same stream grows the scratch: the old buffer must stay
-// valid for the graph's replays (on an H200, freeing it made nn_train --graph fault with an
-// illegal address once the evaluation's GEMM grew the scratch: bench/results/h200-2026-11-25/;
+// valid for the graph's replays (on an H200, freeing it makes nn_train --graph fault with an
+// illegal address once the evaluation's GEMM grows the scratch: docs/testing.md, "On a GPU";
 // the emulator refuses the replay's launch on freed memory). The replay must give the eager result.
 TEST(GemmWarptile, GraphKeepsItsScratchWhenALaterGemmGrowsIt) {
   nn::gemm_release_workspaces();  // start with no scratch on any stream

@@ -6,7 +6,7 @@
 //    in shared memory by the descriptor's documented address formula with strides unlike the
 //    kernel's; D must be exactly A*B + C (small integers), and A*B alone with scale_d = 0.
 //  - Wgmma.KernelMatchesTheMmaSyncKernel: every op pair, edge tiles, K not a multiple of 32,
-//    the epilogues, C, the gathered uint8 batch, the fused step: against the float64 product
+//    the epilogues, C, the fused step: against the float64 product
 //    and against variant 5's mma.sync kernel (configuration 0).
 //  - Wgmma.SplitKIsDeterministic.
 //  - WgmmaChecks.* (emulator only): the emulator's faults for a missing fence.proxy.async, a
@@ -100,13 +100,13 @@ TEST(Wgmma, DescriptorAndFragmentAreThePtxLayout) {
   }
 }
 
-// One problem: random A, B (or the gathered uint8 batch), C, bias; D by the wgmma kernel and
+// One problem: random A, B, C, bias; D by the wgmma kernel and
 // by configuration 0, and the float64 result with sum |terms| at every output.
 struct Case {
   Op opA, opB;
   int M, N, K;
   Epilogue ep;
-  bool with_c, gather;
+  bool with_c;
 };
 
 struct Result {
@@ -148,16 +148,7 @@ Result run_case(const Case& c, int splits, unsigned seed) {
   for (float& x : B) x = u(rng);
   for (float& x : C) x = u(rng);
   for (float& x : bias) x = u(rng);
-  // The gathered batch: B(k, j) = img[k + cols[j] * K] / 255 for op N, img[j + cols[k] * N] for op T.
-  const int img_rows = c.opB == Op::N ? K : N, img_cols = c.opB == Op::N ? N : K, pool = img_cols + 5;
-  std::vector<std::uint8_t> img(std::size_t(img_rows) * pool);
-  std::vector<std::uint32_t> cols(img_cols);
-  for (auto& x : img) x = std::uint8_t(rng() % 256);
-  for (int j = 0; j < img_cols; ++j) cols[j] = std::uint32_t((j * 7 + 3) % pool);
   const auto b_at = [&](int k, int j) -> double {
-    if (c.gather)
-      return c.opB == Op::N ? img[k + std::size_t(cols[j]) * img_rows] / 255.0
-                            : img[j + std::size_t(cols[k]) * img_rows] / 255.0;
     return c.opB == Op::N ? B[k + std::size_t(j) * K] : B[j + std::size_t(k) * N];
   };
   const float alpha = 0.75f, beta = c.with_c ? 0.5f : 0.0f, lr = 0.125f;
@@ -165,15 +156,12 @@ Result run_case(const Case& c, int splits, unsigned seed) {
   reference(c, A, C, bias, b_at, alpha, beta, lr, r);
   const nn::DeviceBuffer<float> dA = nn::test::to_device(A), dB = nn::test::to_device(B),
                                 dC = nn::test::to_device(C), dbias = nn::test::to_device(bias);
-  const nn::DeviceBuffer<std::uint8_t> dimg = nn::test::to_device(img);
-  const nn::DeviceBuffer<std::uint32_t> dcols = nn::test::to_device(cols);
   for (int which = 0; which < 2; ++which) {
     nn::DeviceBuffer<float> dD = nn::test::to_device(C);  // the step updates C in place
     GemmArgs<float> g;
     g.opA = c.opA; g.opB = c.opB; g.M = M; g.N = N; g.K = K;
     g.alpha = alpha; g.A = dA.get(); g.lda = c.opA == Op::N ? M : K;
     g.B = dB.get(); g.ldb = c.opB == Op::N ? K : N;
-    if (c.gather) { g.B = nullptr; g.B_u8 = dimg.get(); g.B_cols = dcols.get(); g.ldb = img_rows; }
     g.beta = beta;
     g.C = c.with_c || c.ep == Epilogue::Step ? (c.ep == Epilogue::Step ? dD.get() : dC.get()) : nullptr;
     g.ldc = M;
@@ -195,17 +183,17 @@ double error(const std::vector<float>& d, const Result& r) {
 TEST(Wgmma, KernelMatchesTheMmaSyncKernel) {
   SKIP_WITHOUT_WGMMA();
   const Case cases[] = {
-      {Op::N, Op::N, 130, 70, 50, Epilogue::None, false, false},
-      {Op::N, Op::T, 64, 129, 33, Epilogue::Bias, true, false},
-      {Op::T, Op::N, 200, 17, 96, Epilogue::BiasSigmoid, false, false},
-      {Op::T, Op::T, 7, 300, 31, Epilogue::None, true, false},
-      {Op::N, Op::N, 256, 100, 200, Epilogue::BiasSigmoid, false, true},  // forward1's form, gathered
-      {Op::N, Op::T, 129, 66, 100, Epilogue::Step, false, true},          // dW1's step, gathered
-      {Op::N, Op::N, 1, 1, 1, Epilogue::None, false, false},
+      {Op::N, Op::N, 130, 70, 50, Epilogue::None, false},
+      {Op::N, Op::T, 64, 129, 33, Epilogue::Bias, true},
+      {Op::T, Op::N, 200, 17, 96, Epilogue::BiasSigmoid, false},
+      {Op::T, Op::T, 7, 300, 31, Epilogue::None, true},
+      {Op::N, Op::N, 256, 100, 200, Epilogue::BiasSigmoid, false},  // forward1's form
+      {Op::N, Op::T, 129, 66, 100, Epilogue::Step, false},          // dW1's step
+      {Op::N, Op::N, 1, 1, 1, Epilogue::None, false},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(testing::Message() << "op " << int(c.opA) << int(c.opB) << " " << c.M << "x" << c.N << "x" << c.K
-                                    << " epilogue " << int(c.ep) << (c.gather ? " gathered" : ""));
+                                    << " epilogue " << int(c.ep));
     const Result r = run_case(c, 1, 7u + unsigned(c.K));
     const double ew = error(r.wg, r), em = error(r.mma, r);
     std::printf("  %3dx%3dx%3d op %d%d: max |err|/(sum|ab|+1): wgmma %.3g, mma.sync %.3g\n", c.M, c.N, c.K,
@@ -219,7 +207,7 @@ TEST(Wgmma, KernelMatchesTheMmaSyncKernel) {
 
 TEST(Wgmma, SplitKIsDeterministic) {
   SKIP_WITHOUT_WGMMA();
-  const Case c{Op::N, Op::T, 150, 140, 200, Epilogue::Bias, true, false};
+  const Case c{Op::N, Op::T, 150, 140, 200, Epilogue::Bias, true};
   const Result a = run_case(c, 3, 5u), b = run_case(c, 3, 5u), one = run_case(c, 1, 5u);
   EXPECT_TRUE(nn::test::same_bits(a.wg, b.wg)) << "two runs with 3 k-slices";
   EXPECT_LT(error(a.wg, a), 2e-6);

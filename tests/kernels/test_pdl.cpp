@@ -1,7 +1,7 @@
 // Programmatic dependent launch of the fused step's kernels (kernels/common/pdl.h): the switch
-// (on where the device and the code support it, set_programmatic_launch), and the step's four
-// kernels (the forward GEMM gathering the batch, layer2_fused, layer2_finish, the dW1 GEMM with
-// the SGD step) captured into a graph and replayed give the same bits with PDL on and off. In
+// (on where the device and the code support it, set_programmatic_launch), and the step's five
+// kernels (gather_normalize, the forward GEMM, layer2_fused, layer2_finish, the dW1 GEMM with the
+// SGD step) captured into a graph and replayed give the same bits with PDL on and off. In
 // the emulator every launch is race-checked here, so a read of a predecessor's output before a
 // kernel's wait would fail the test (sim/docs/async.md).
 #include <gtest/gtest.h>
@@ -15,6 +15,7 @@
 #include "device_vectors.h"
 #include "gemm/gemm.h"
 #include "ops/layer2.h"
+#include "ops/ops.h"
 
 #ifdef SIM_EMULATOR
 #include "sim/sim_api.h"
@@ -65,7 +66,8 @@ struct Step {
     auto d_idx = to_device(idx);
     auto d_P = to_device(P);
     const int tiles = nn::layer2_tiles(B);
-    nn::DeviceBuffer<float> A1(std::size_t(H) * B), parts(std::size_t(tiles) * nn::layer2_part_size(H, C));
+    nn::DeviceBuffer<float> X(std::size_t(D) * B), A1(std::size_t(H) * B),
+        parts(std::size_t(tiles) * nn::layer2_part_size(H, C));
     nn::DeviceBuffer<double> loss_parts(static_cast<std::size_t>(tiles)), stats(1);
     nn::DeviceBuffer<unsigned> hit_parts(static_cast<std::size_t>(tiles)), counts(3);
     stats.zero();
@@ -76,8 +78,9 @@ struct Step {
     cudaGraph_t g = nullptr;
     cudaGraphExec_t ge = nullptr;
     EXPECT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-    nn::GemmArgs<float> f;  // A1 = sigmoid(W1 X + b1), X gathered from the images
-    f.M = H, f.N = B, f.K = D, f.A = p, f.lda = H, f.B_u8 = d_images.get(), f.B_cols = d_idx.get(), f.ldb = D;
+    nn::gather_normalize<float>(d_images.get(), D, d_idx.get(), B, X.get(), s);
+    nn::GemmArgs<float> f;  // A1 = sigmoid(W1 X + b1)
+    f.M = H, f.N = B, f.K = D, f.A = p, f.lda = H, f.B = X.get(), f.ldb = D;
     f.D = A1.get(), f.ldd = H, f.epilogue = nn::Epilogue::BiasSigmoid, f.bias = p + std::size_t(H) * D;
     nn::gemm(4, f, s);
     const std::size_t tail = std::size_t(H) * D;
@@ -86,8 +89,8 @@ struct Step {
     nn::layer2_finish<float>(parts.get(), tiles, H, C, 1e-3f, 0.5f, p + tail, nullptr, loss_parts.get(),
                              hit_parts.get(), stats.get(), counts.get(), s);
     nn::GemmArgs<float> w;  // W1 -= lr (dZ1 X^T + reg W1)
-    w.opB = nn::Op::T, w.M = H, w.N = D, w.K = B, w.A = A1.get(), w.lda = H, w.B_u8 = d_images.get(),
-    w.B_cols = d_idx.get(), w.ldb = D, w.beta = 1e-3f, w.C = p, w.ldc = H, w.D = p, w.ldd = H,
+    w.opB = nn::Op::T, w.M = H, w.N = D, w.K = B, w.A = A1.get(), w.lda = H, w.B = X.get(), w.ldb = D,
+    w.beta = 1e-3f, w.C = p, w.ldc = H, w.D = p, w.ldd = H,
     w.epilogue = nn::Epilogue::Step, w.step_lr = 0.5f;
     nn::gemm(4, w, s);
     EXPECT_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);

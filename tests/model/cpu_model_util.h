@@ -25,7 +25,7 @@
 #include "model/cpu_model.h"
 #include "train/model_parallel.h"
 
-namespace nn::train {
+namespace nn::model {
 
 // One class template for every file (gtest requires one fixture per suite), so not in an
 // anonymous namespace.
@@ -35,6 +35,11 @@ class CpuModelTest : public ::testing::Test {};
 namespace {
 
 using Precisions = ::testing::Types<float, double>;
+// Model parallelism's slices of the packed parameters (src/train/model_parallel.h).
+using train::assemble_params;
+using train::hidden_slice;
+using train::HiddenSlice;
+using train::slice_params;
 TYPED_TEST_SUITE(CpuModelTest, Precisions);
 
 constexpr int D = 784, C = 10;
@@ -140,4 +145,4 @@ void expect_model_parallel_slices_sum_to_the_whole(CpuGemm lib) {
 }
 
 }  // namespace
-}  // namespace nn::train
+}  // namespace nn::model

@@ -23,7 +23,7 @@
 #include "model/cpu_model.h"
 #include "train/model_parallel.h"
 
-namespace nn::train {
+namespace nn::model {
 namespace {
 
 // sigmoid' + db1 on a band of rows (the leading-dimension form, as CpuModel splits it over its
@@ -160,4 +160,4 @@ TEST(CpuModel, ThreadsComeFromTheEnvironmentFirst) {
 }
 
 }  // namespace
-}  // namespace nn::train
+}  // namespace nn::model

@@ -14,7 +14,7 @@
 #include "model/cpu_model.h"
 #include "schedule/rng.h"
 
-namespace nn::train {
+namespace nn::model {
 namespace {
 
 // Uniform in [lo, hi) from the test stream `s`.
@@ -165,4 +165,4 @@ TEST(Layer2Fused, MoreClassesOrColumnsThanItHoldsAreRefused) {
 }
 
 }  // namespace
-}  // namespace nn::train
+}  // namespace nn::model

@@ -4,7 +4,7 @@
 // bad input. Local to each rank (no collectives); the trainer tests run it under MPI.
 #include "cpu_model_util.h"
 
-namespace nn::train {
+namespace nn::model {
 namespace {
 
 TYPED_TEST(CpuModelTest, SliceGradientLossAndHitsMatchTheReference) {
@@ -211,4 +211,4 @@ TEST(CpuModel, BadInputThrows) {
 }
 
 }  // namespace
-}  // namespace nn::train
+}  // namespace nn::model

@@ -3,7 +3,7 @@
 // model-parallel slices, and its passes split over its threads. Local to each rank.
 #include "cpu_model_util.h"
 
-namespace nn::train {
+namespace nn::model {
 namespace {
 
 // Both GEMM libraries (cpu_gemm.h) compute the same column-major C = alpha op(A) op(B) + beta C
@@ -125,4 +125,4 @@ TEST(CpuGemm, OneDnnModelSplitsItsPassesOverItsThreads) {
 }
 
 }  // namespace
-}  // namespace nn::train
+}  // namespace nn::model

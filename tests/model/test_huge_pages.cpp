@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-namespace nn::train {
+namespace nn::model {
 namespace {
 
 // "always [madvise] never" -> "madvise" (of /sys/kernel/mm/transparent_hugepage/<file>); ""
@@ -85,4 +85,4 @@ TEST(HugePages, BigBlocksAre2MiBAlignedAndBackedByHugePagesWhereTheKernelOffersT
 }
 
 }  // namespace
-}  // namespace nn::train
+}  // namespace nn::model

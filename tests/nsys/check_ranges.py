@@ -20,7 +20,7 @@ import sys
 # then be absent). At the sizes make test-nsys uses, each evaluation is one forward pass.
 # Edit here when a range is renamed, added or removed (src/train, src/model).
 RANGES = {
-    # DeviceModel's fused step (src/model/device_model_fused.cpp, the default; run with --no-graph):
+    # DeviceModel's fused step (src/model/device_model_step.cpp, the default; run with --no-graph):
     # the forward GEMM, "layer 2, fused" and the dW1 GEMM per batch; the layer-2 GEMM and the
     # separate kernels' backward GEMMs 1 and 2 only where the evaluations run them (or never).
     "gpu": {

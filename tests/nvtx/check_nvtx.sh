@@ -130,7 +130,7 @@ PARENTS = {
     # an empty batch slice zeroes the gradient and adds reg * W inside "backward"
     "sgd_update": {"step", "backward"},
     "count_correct": {"evaluate"},
-    # the fused step (src/model/device_model_fused.cpp)
+    # the fused step (src/model/device_model_step.cpp)
     "layer 2, fused": {"backward"},
     "layer2_fused": {"layer 2, fused"},
     "layer2_finish": {"layer 2, fused"},
@@ -142,7 +142,7 @@ EXPECTED = (["train setup", "train (gpu)", "batch iteration", "forward", "backwa
             "softmax_xent", "row_sums", "sigmoid_backward", "sgd_update"])
 EXPECTED_RANK0 = ["evaluate", "count_correct"]  # rank 0 evaluates validation and test sets
 if fused:
-    # Five kernels a step (--fused-gather auto: the batch's normalised copy, then the forward
+    # Five kernels a step (the batch's normalised copy, then the forward
     # GEMM): the layer-2 GEMM runs in the evaluations only (rank 0), the separate kernels never.
     EXPECTED = (["train setup", "train (gpu)", "batch iteration", "forward", "backward", "forward GEMM 1",
                  "gather_normalize", "layer 2, fused", "layer2_fused", "layer2_finish", "backward GEMM 3"]

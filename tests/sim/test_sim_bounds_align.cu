@@ -1,8 +1,7 @@
 // Launch bounds and misaligned addresses (sim/strict.h, runtime/strict.cpp, simcc).
 // (a) A launch with more threads per block than the kernel's __launch_bounds__ fails with
-//     cudaErrorInvalidValue (what CUDA 13.0 answered on an H200, bench/results/h200-2026-11-25/;
-//     the emulator said cudaErrorLaunchOutOfResources before), runs nothing and is not sticky; at
-//     the bound it runs. These tests are valid CUDA and also build under nvcc; the emulator-only
+//     cudaErrorInvalidValue (what CUDA 13.0 answers on an H200: sim/docs/faults.md, "Checked on a
+//     GPU"), runs nothing and is not sticky; at the bound it runs. These tests are valid CUDA and also build under nvcc; the emulator-only
 //     parts (messages, the three-argument form, sim:: calls) are inside #ifdef SIM_EMULATOR.
 // (b) Misaligned vector loads/stores and atomics in a kernel are the sticky
 //     cudaErrorMisalignedAddress fault, naming kernel, address, alignment and file:line

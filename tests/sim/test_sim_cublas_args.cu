@@ -122,8 +122,7 @@ void expect_defaults_and_setters_read_back(cublasHandle_t h) {
   EXPECT_EQ(cublasSetMathMode(h, tf32_strict), CUBLAS_STATUS_SUCCESS);
   EXPECT_EQ(cublasGetMathMode(h, &math), CUBLAS_STATUS_SUCCESS);
   EXPECT_EQ(math, tf32_strict);
-  // Any combination of the mode bits is kept (cuBLAS 13.0 on an H200,
-  // bench/results/h200-2026-11-25/).
+  // Any combination of the mode bits is kept (cuBLAS 13.0 on an H200: sim/docs/faults.md).
   EXPECT_EQ(cublasSetMathMode(h, cublasMath_t(5)), CUBLAS_STATUS_SUCCESS);
   EXPECT_EQ(cublasGetMathMode(h, &math), CUBLAS_STATUS_SUCCESS);
   EXPECT_EQ(math, cublasMath_t(5));

@@ -73,7 +73,7 @@ TEST_F(SimGraph, SynchronousCopyDuringGlobalCaptureIsRefusedAndInvalidates) {
   ASSERT_CUDA_OK(cudaStreamBeginCapture(s_, cudaStreamCaptureModeGlobal));
   add_kernel<<<1, 8, 0, s_>>>(v.get(), 8, 1);
   // Work on the legacy stream during a global capture: CUDA 13.0 answers
-  // cudaErrorStreamCaptureImplicit (an H200, bench/results/h200-2026-11-25/), not ...Unsupported.
+  // cudaErrorStreamCaptureImplicit (an H200: sim/docs/faults.md), not ...Unsupported.
   EXPECT_EQ(cudaMemcpy(v.get(), host.data(), 8 * sizeof(int), cudaMemcpyHostToDevice),
             cudaErrorStreamCaptureImplicit);
   cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;

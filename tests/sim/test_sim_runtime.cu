@@ -98,7 +98,7 @@ TEST_F(SimRuntime, ErrorStringsAreNonEmptyAndDistinct) {
 }
 
 // What CUDA 13.0's runtime answers for a launch over the limits, measured on an H200 (driver
-// 580.159.04, bench/results/h200-2026-11-25/): cudaErrorInvalidValue, where older runtimes said
+// 580.159.04, sim/docs/faults.md): cudaErrorInvalidValue, where older runtimes say
 // cudaErrorInvalidConfiguration. The emulator answers the same.
 constexpr cudaError_t kLaunchConfigError = cudaErrorInvalidValue;
 

@@ -25,7 +25,7 @@ float from_bits(std::uint32_t u) {
 }
 
 // cvt.rna.tf32.f32 written out: to nearest, ties away from zero, the low 13 bits cleared; Inf and
-// NaN truncated (an H200 turned the NaN 0x7f800001 into +Inf: bench/results/h200-2026-11-27/).
+// NaN truncated (an H200 turns the NaN 0x7f800001 into +Inf: docs/performance.md, GEMMs).
 std::uint32_t ref_tf32_bits(std::uint32_t u) {
   if ((u & 0x7f800000u) == 0x7f800000u) return u & 0xffffe000u;
   return (u + 0x1000u) & 0xffffe000u;

@@ -1,4 +1,4 @@
-// The fused GPU step (--fused, src/model/device_model_fused.cpp) against the Armadillo
+// The fused GPU step (--fused, src/model/device_model_step.cpp) against the Armadillo
 // reference and against the separate kernels it replaces: weights within the --verify
 // tolerance for both, the epoch's loss and accuracy (kept on the device until the epoch ends)
 // equal to the separate kernels' per-step sums, --print-every and --save-every reading them
@@ -70,27 +70,6 @@ TEST(Fused, OverlapGraphsAndStrategiesGiveTheSameWeights) {
   if (comm::size() == 1) {
     EXPECT_EQ(with_ps, base) << "--strategy ps";
   }
-}
-
-// --fused-gather copy (the batch normalised once a step into a copy both GEMMs read) gives the
-// gathering GEMMs' weights bit for bit, with GEMM variants 4 and 5; auto is the copy.
-TEST(Fused, GatherCopyGivesTheGatheringGemmsWeights) {
-  const HostData d = make_data(60, 10);
-  for (const int gemm : {4, 5}) {
-    SCOPED_TRACE("gemm " + std::to_string(gemm));
-    Config c = small_config(12, 7, 2);
-    c.verify = false;
-    c.fused = Fused::On;
-    c.gemm = gemm;
-    c.fused_gather = FusedGather::Gemm;
-    const std::vector<double> in_gemm = flat(train_on<float>(c, d, nullptr).params);
-    c.fused_gather = FusedGather::Copy;
-    EXPECT_EQ(flat(train_on<float>(c, d, nullptr).params), in_gemm);
-  }
-  Config a = small_config(12, 7, 2);
-  EXPECT_FALSE(fused_gathers_in_gemm(a));
-  a.fused_gather = FusedGather::Gemm;
-  EXPECT_TRUE(fused_gathers_in_gemm(a));
 }
 
 // --print-every and --save-every read the device's sums mid-epoch; the epoch line's loss

@@ -25,6 +25,10 @@
 namespace nn::train {
 namespace {
 
+using model::DeviceModel;
+using model::DeviceImages;
+using model::ParamLayout;
+
 const Strategy kAll[] = {Strategy::Allreduce, Strategy::ParamServer, Strategy::Model};
 
 // n_fit = 54, B = 7: not a multiple of 2, 3 or 4, short last batch; H = 5 splits unevenly
@@ -159,7 +163,7 @@ TEST(Strategies, LazyStreamsGiveTheSynchronousWeightsOnEveryPath) {
   }
 }
 
-// The overlap's polling loop (src/train/exchange.h: MPI_Test until layer 1's gradient copy is
+// The overlap's polling loop (src/train/step.cpp: MPI_Test until layer 1's gradient copy is
 // done) must really iterate: the emulator's lazy streams answer cudaEventQuery with "not ready"
 // while the copy stream still has work, one step per query, as a GPU still busy would. Every
 // step finds that copy pending, so every rank polls at least once per step; without overlap

@@ -33,6 +33,10 @@
 namespace nn::train {
 namespace {
 
+using model::DeviceModel;
+using model::DeviceImages;
+using model::ParamLayout;
+
 double rel_diff(const std::vector<double>& a, const arma::Mat<double>& ref) {
   double num = 0, den = 0;
   for (std::size_t i = 0; i < a.size(); ++i) {

@@ -1,0 +1,38 @@
+# Where each dependency is: $(BUILD)/deps.mk, written by `.ci/deps.sh probe` (one line per
+# dependency on the terminal), remade when the script or the environment that decides it changes
+# (compilers, PATH, CPATH, LIBRARY_PATH, PKG_CONFIG_PATH, CMAKE_PREFIX_PATH, CPPFLAGS, LDFLAGS,
+# every <NAME>_ROOT / <NAME>_DIR / EBROOT<NAME>). Each target asks only for what it uses through
+# the stamps $(call need,ROLE...) (.ci/deps.sh need ROLE: one line per missing dependency).
+# Tested by tests/build/check_graph.py (every step behind its stamps) and tests/cluster/.
+DEPS_MK       := $(BUILD)/deps.mk
+DEPS_ENV_FILE := $(BUILD)/deps.env
+DEPS_ENV_VARS := CXX MPICXX NVCC CUDA_HOME DNNL CPPFLAGS LDFLAGS PATH CPATH LIBRARY_PATH PKG_CONFIG_PATH \
+                 CMAKE_PREFIX_PATH $(sort $(foreach v,$(.VARIABLES),$(if $(filter environment%,$(origin $(v))),$(if \
+                 $(filter %_ROOT %_DIR EBROOT%,$(v)),$(v)))))
+DEPS_ENV_NOW  := $(foreach v,$(DEPS_ENV_VARS),$(v)=$($(v));)
+# Goals that need no dependency: no probe for them alone.
+DEPS_FREE_GOALS := clean help data
+# NN_NO_PROBE=1: the rules without the probe (tests/build/check_graph.py reads make's database).
+ifneq ($(if $(filter 1,$(NN_NO_PROBE)),,$(filter-out $(DEPS_FREE_GOALS),$(or $(MAKECMDGOALS),all))),)
+  $(shell mkdir -p $(BUILD))
+  ifneq ($(file <$(DEPS_ENV_FILE)),$(DEPS_ENV_NOW))
+    $(file >$(DEPS_ENV_FILE),$(DEPS_ENV_NOW))
+  endif
+  include $(DEPS_MK)
+endif
+# As root on Debian/Ubuntu, setup first installs what is missing (apt-get); elsewhere it
+# installs nothing and fails nothing: the stamps below decide what each target needs.
+$(DEPS_MK): .ci/deps.sh .ci/deps_lib.sh .ci/setup.sh $(DEPS_ENV_FILE)
+	@mkdir -p $(dir $@)
+	@NN_DNNL=$(DNNL) bash .ci/setup.sh --auto >&2 || true
+	@CXX="$(CXX)" MPICXX="$(MPICXX)" NVCC="$(if $(filter command line,$(origin NVCC)),$(NVCC))" DNNL=$(DNNL) \
+	  bash .ci/deps.sh probe $@
+$(DEPS_ENV_FILE):
+	@mkdir -p $(dir $@) && touch $@
+
+# $(call need,ROLE...): the stamps of these roles (toolchain trainer emulator tests cuda); the
+# trainer's include oneDNN's when DNNL=1 asks for it.
+need = $(foreach r,$(1) $(if $(and $(filter trainer,$(1)),$(filter 1,$(DNNL))),onednn),$(BUILD)/.need-$(r))
+$(BUILD)/.need-%: $(DEPS_MK)
+	@bash .ci/deps.sh need $* $(DEPS_MK)
+	@touch $@

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# make test-cluster: the build on a simulated cluster login node (tests/cluster/image.sh: Debian 12
+# minbase, Lmod, the libraries only in /opt prefixes), as a user without root, from a fresh clone
+# of HEAD, once per module style (easybuild: CPATH/LIBRARY_PATH/LD_LIBRARY_PATH; spack: PATH,
+# PKG_CONFIG_PATH, CMAKE_PREFIX_PATH). In each: a module left unloaded gives the one-line answer;
+# the CUDA and the CPU trainer build and start without LD_LIBRARY_PATH; make run trains; the gtest
+# suite passes at one rank. Root (chroot, mounts). Prints `cluster: N passed, M failed`.
+#
+#   bash tests/cluster/run.sh     CLUSTER_STYLES='easybuild spack' CLUSTER_CUDA_ARCH=80
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 1
+REPO=$(pwd)
+STYLES=${CLUSTER_STYLES:-easybuild spack}
+ARCH=${CLUSTER_CUDA_ARCH:-80}
+OUT=${CLUSTER_OUT:-$REPO/build/cluster}
+mkdir -p "$OUT"
+passes=0 fails=0 t0=$SECONDS
+pass() { echo "PASS cluster: $*"; passes=$((passes + 1)); }
+fail() { echo "FAIL cluster: $*"; fails=$((fails + 1)); }
+finish() { echo "cluster: $passes passed, $fails failed ($((SECONDS - t0)) s)"; [ "$fails" = 0 ]; exit $?; }
+[ "$(id -u)" = 0 ] || { fail "needs root (chroot, mounts)"; finish; }
+
+ROOT=$(bash tests/cluster/image.sh) || { fail "the login node image could not be built"; finish; }
+cuda=$(cd "${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc)")")}" 2>/dev/null && pwd -P)
+mounts=()
+cleanup() { local i; for ((i = ${#mounts[@]} - 1; i >= 0; i--)); do umount -l "${mounts[$i]}" 2>/dev/null; done; }
+trap cleanup EXIT
+bind() { mount --bind "$1" "$2" && mounts+=("$2") && { [ -z "${3:-}" ] || mount -o remount,bind,ro "$2"; }; }
+mount -t proc proc "$ROOT/proc" && mounts+=("$ROOT/proc")
+bind /dev "$ROOT/dev"
+bind /dev/shm "$ROOT/dev/shm"
+[ -n "$cuda" ] && bind "$cuda" "$ROOT/opt/cuda/13.0" ro
+
+# A fresh clone, and the user's own IDX files (Fashion-MNIST copied in by hand: the node is offline).
+home=$ROOT/home/nnuser
+rm -rf "$home/nn"
+git clone -q "$REPO" "$home/nn" || { fail "git clone"; finish; }
+mkdir -p "$home/nn/data/mnist"
+src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
+[ -s "$src/train-images-idx3-ubyte.gz" ] || src=$(readlink -f data/current)
+cp "$src"/*-ubyte* "$home/nn/data/mnist/" || { fail "no IDX files to copy in ($src)"; finish; }
+chroot "$ROOT" chown -R nnuser:nnuser /home/nnuser
+
+as_user() {  # as_user STYLE LOG SCRIPT: bash as nnuser with Lmod and the style's modules in use
+  chroot --userspec=nnuser:nnuser "$ROOT" env -i HOME=/home/nnuser USER=nnuser LOGNAME=nnuser \
+    PATH=/usr/local/bin:/usr/bin:/bin TERM=dumb bash -c ". /usr/share/lmod/lmod/init/bash
+    module use /opt/modules/$1; cd ~/nn; set -x; $3" >"$2" 2>&1
+}
+TRAIN_ARGS='--epochs 1 --train-size 2000 --test-size 500 --hidden 32'
+for style in $STYLES; do
+  b=build-$style log=$OUT/$style
+  base="module load armadillo openblas zlib cli11 nlohmann_json"
+  # 1. GoogleTest not loaded: the tests' own line, and nothing built.
+  as_user "$style" "$log-unloaded.log" "$base boost; make BUILD=$b $b/cpu/bin/nn_tests"
+  rc=$?
+  if [ "$rc" != 0 ] && grep -q '^deps: gtest .*MISSING: needed by the gtest suite' "$log-unloaded.log" &&
+     ! grep -q 'CC  ' "$log-unloaded.log"; then
+    pass "[$style] googletest unloaded: make $b/cpu/bin/nn_tests stops at once: $(grep -m1 '^deps: gtest' "$log-unloaded.log" | cut -c1-110)..."
+  else fail "[$style] googletest unloaded: exit $rc, no one-line answer before compiling ($log-unloaded.log)"; fi
+  # 2. The CUDA trainer (make trainer with nvcc: no Boost, no GoogleTest loaded), no LD_LIBRARY_PATH.
+  if as_user "$style" "$log-cuda.log" "$base cuda; make BUILD=$b CUDA_ARCH=$ARCH trainer && env -u LD_LIBRARY_PATH ldd $b/cuda/bin/nn_train && env -u LD_LIBRARY_PATH $b/cuda/bin/nn_train --help >/dev/null"; then
+    if grep -q 'not found' "$log-cuda.log"; then fail "[$style] CUDA trainer: ldd finds a library missing without LD_LIBRARY_PATH"
+    else pass "[$style] make trainer: the CUDA nn_train (sm_$ARCH) built with Boost and GoogleTest unloaded; starts without LD_LIBRARY_PATH"; fi
+  else fail "[$style] make trainer (CUDA): $(tail -3 "$log-cuda.log" | tr '\n' ' ')"; fi
+  # 3. The CPU trainer and make run (cuda unloaded: make run builds the emulator build's trainer).
+  if as_user "$style" "$log-run.log" "$base boost; make BUILD=$b $b/cpu/bin/nn_train && env -u LD_LIBRARY_PATH $b/cpu/bin/nn_train --help >/dev/null && make BUILD=$b run RUN_ARGS='$TRAIN_ARGS'" &&
+     grep -q 'test precision' "$log-run.log"; then
+    pass "[$style] CPU nn_train built, starts without LD_LIBRARY_PATH; make run: $(grep -m1 'test precision' "$log-run.log")"
+  else fail "[$style] CPU trainer / make run: $(tail -3 "$log-run.log" | tr '\n' ' ')"; fi
+  # 4. The gtest suite at one rank (googletest loaded).
+  if as_user "$style" "$log-tests.log" "$base boost googletest; make BUILD=$b $b/cpu/bin/nn_tests && SIM_WORKERS=2 mpirun -np 1 $b/cpu/bin/nn_tests" &&
+     grep -q '\[  PASSED  \]' "$log-tests.log"; then
+    pass "[$style] gtest suite at one rank: $(grep -m1 '\[  PASSED  \]' "$log-tests.log")"
+  else fail "[$style] gtest suite: $(grep -E 'FAILED|error' "$log-tests.log" | head -3 | tr '\n' ' ')"; fi
+done
+finish
