@@ -7,26 +7,27 @@
 namespace nn::persist2::detail {
 
 // Phase A for owned tile k: Zp[slice](h, j) = sum over the tile's inputs d (in order) of W1(h, d) X(d, j).
-// A thread owns 4 rows x 4 columns; a warp's lanes run along the rows (W reads broadcast across
-// the column groups).
+// A thread owns 4 rows and the columns jg, jg + G, jg + 2G, jg + 3G (G = ceil(b / 4) groups); a
+// warp's lanes run along the rows, then along jg, so one load instruction reads W rows broadcast
+// across the column groups and consecutive X rows (distinct banks: x_stride).
 template <class T>
 __device__ void forward_tile(const Shape2<T>& g, const Tile& q, int k, int b, T* Zp, unsigned char* sm) {
   const T* w = reinterpret_cast<const T*>(sm + g.L.w) + static_cast<std::size_t>(k) * round4(g.td) * g.th;
   const T* x = reinterpret_cast<const T*>(sm + g.L.x) + static_cast<std::size_t>(k) * round4(g.a.B) * g.L.ldx;
-  const int hgs = g.th / 4, pairs = hgs * ((b + 3) / 4), tdl4 = round4(q.tdl);
+  const int hgs = g.th / 4, G = (b + 3) / 4, pairs = hgs * G, tdl4 = round4(q.tdl);
   for (int p = int(threadIdx.x); p < pairs; p += kThreads) {
-    const int hl = 4 * (p % hgs), j0 = 4 * (p / hgs);
+    const int hl = 4 * (p % hgs), jg = p / hgs;
     T acc[4][4];
 #pragma unroll
     for (int i = 0; i < 4; ++i)
 #pragma unroll
       for (int jj = 0; jj < 4; ++jj) acc[i][jj] = T(0);
     for (int d = 0; d < tdl4; d += 4) {
-      T wv[4][4], xv[4][4];  // wv[kk][i] = W(h0 + hl + i, d + kk); xv[jj][kk] = X(d + kk, j0 + jj)
+      T wv[4][4], xv[4][4];  // wv[kk][i] = W(h0 + hl + i, d + kk); xv[jj][kk] = X(d + kk, jg + jj G)
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) ld4(w + (d + kk) * g.th + hl, wv[kk]);
 #pragma unroll
-      for (int jj = 0; jj < 4; ++jj) ld4(x + (j0 + jj) * g.L.ldx + d, xv[jj]);
+      for (int jj = 0; jj < 4; ++jj) ld4(x + (jg + jj * G) * g.L.ldx + d, xv[jj]);
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
@@ -36,7 +37,7 @@ __device__ void forward_tile(const Shape2<T>& g, const Tile& q, int k, int b, T*
     }
 #pragma unroll
     for (int jj = 0; jj < 4; ++jj) {
-      const int j = j0 + jj;
+      const int j = jg + jj * G;
       if (j >= b) break;
       T* z = Zp + (static_cast<std::size_t>(q.slice) * g.a.B + j) * g.a.H + q.h0 + hl;
 #pragma unroll
