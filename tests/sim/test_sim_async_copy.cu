@@ -76,6 +76,7 @@ __global__ void pipeline_kernel(const float* in, float* out) {
   pipe.consumer_release();
 }
 
+#ifdef SIM_EMULATOR  // its test is the emulator's
 __global__ void misaligned_kernel(const float* in, float* out) {
   __shared__ __align__(16) float s[8];
   __pipeline_memcpy_async(&s[1], &in[0], 16);  // the destination is 4 bytes off
@@ -83,6 +84,7 @@ __global__ void misaligned_kernel(const float* in, float* out) {
   __pipeline_wait_prior(0);
   out[0] = s[1];
 }
+#endif
 
 std::vector<float> iota(int n) {
   std::vector<float> v(static_cast<std::size_t>(n));

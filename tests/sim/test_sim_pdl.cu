@@ -36,6 +36,7 @@ __global__ void consume_kernel(const float* in, float* out, int n, int early) {
   if (!early && i < n) v = in[i];
   if (i < n) out[i] = 2 * v;
 }
+#ifdef SIM_EMULATOR  // the hazards' kernels: their tests are the emulator's
 // Writes what the producer read (its input) before waiting.
 __global__ void reader_kernel(const float* in, float* out, int n) {
   cudaTriggerProgrammaticLaunchCompletion();
@@ -48,6 +49,7 @@ __global__ void overwrite_kernel(float* buf, int n, int early) {
   cudaGridDependencySynchronize();
   if (!early && i < n) buf[i] = -1;
 }
+#endif
 
 cudaLaunchConfig_t config(int blocks, int threads, cudaStream_t s, cudaLaunchAttribute* attr, bool pdl) {
   cudaLaunchConfig_t cfg = {};
