@@ -209,15 +209,31 @@ $(CUDA_DIR)/obj/%.o: %.cu | $(call need,trainer cuda)
 CUDA_SASS_ONLY := $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a))
 # The same for the cooperative grid barrier (the persistent step and the emulator's grid-barrier
 # tests): cooperative_groups' grid.sync() compiles to PTX (atom.add.release.gpu) that GPGPU-Sim
-# cannot parse.
+# cannot parse; the second persistent kernel's cp.async too, and the emulator's PDL test
+# (griddepcontrol, in its sm_90 code).
 # Variant 5's kernel guards its tensor-core instructions (mma_tf32.h: a trap before sm_80, and
 # --gemm 5 is refused on such a GPU), so it builds for every CUDA_ARCH; its test, the emulator's
-# WMMA test and tc_peak use TF32 wmma unguarded and build for the TF32 architectures alone.
+# WMMA test and tc_peak use TF32 wmma unguarded and build for the TF32 architectures alone, and so
+# do the second persistent kernel and the emulator's async-copy test (cp.async exists from sm_80;
+# without code for the GPU, the persistent step's plan falls back to the first kernel).
 $(CUDA_DIR)/obj/kernels/gemm/5_tf32x3.o \
-$(CUDA_DIR)/obj/kernels/ops/persistent_step.o $(CUDA_DIR)/obj/tests/sim/test_sim_coop.o: \
+$(CUDA_DIR)/obj/kernels/ops/persistent_step.o $(CUDA_DIR)/obj/tests/sim/test_sim_coop.o \
+$(CUDA_DIR)/obj/tests/sim/test_sim_pdl.o: \
   NVCCFLAGS := $(filter-out $(CUDA_GENCODE),$(NVCCFLAGS)) $(CUDA_SASS_ONLY)
-$(CUDA_DIR)/obj/tests/kernels/test_gemm_tf32x3.o $(CUDA_DIR)/obj/tests/sim/test_sim_wmma.o $(CUDA_DIR)/obj/bench/tc_peak.o: \
+$(CUDA_DIR)/obj/tests/kernels/test_gemm_tf32x3.o $(CUDA_DIR)/obj/tests/sim/test_sim_wmma.o $(CUDA_DIR)/obj/bench/tc_peak.o \
+$(CUDA_DIR)/obj/kernels/ops/persistent_step2.o $(CUDA_DIR)/obj/tests/sim/test_sim_async_copy.o: \
   NVCCFLAGS := $(filter-out $(CUDA_GENCODE),$(NVCCFLAGS)) $(foreach a,$(CUDA_TF32_ARCH),-gencode arch=compute_$(a),code=sm_$(a))
+# Programmatic dependent launch (kernels/common/pdl.h) in the fused step's kernels: griddepcontrol
+# exists from compute capability 9.0 and GPGPU-Sim's parser does not know it. These objects embed
+# SASS for each CUDA_ARCH (sm_90's with it) and PTX of the oldest architecture below 9.0 (80 when
+# none is listed), which has none: GPGPU-Sim runs it and a newer GPU compiles it; common/pdl.cu
+# turns PDL on only where the running code came from compute_90 or later.
+CUDA_PDL_PTX := $(if $(shell [ $(CUDA_PTX_ARCH) -lt 90 ] && echo y),$(CUDA_PTX_ARCH),80)
+CUDA_PDL_GENCODE := $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
+                    -gencode arch=compute_$(CUDA_PDL_PTX),code=compute_$(CUDA_PDL_PTX)
+$(CUDA_DIR)/obj/kernels/common/pdl.o $(CUDA_DIR)/obj/kernels/ops/ops.o $(CUDA_DIR)/obj/kernels/ops/layer2.o \
+$(CUDA_DIR)/obj/kernels/gemm/4_warptile.o: \
+  NVCCFLAGS := $(filter-out $(CUDA_GENCODE),$(NVCCFLAGS)) $(CUDA_PDL_GENCODE)
 
 # Hopper's warpgroup MMA (variant 5's wgmma kernel and its test) exists only in sm_90a code,
 # which runs on compute capability 9.0 alone (H100, H200); built for it whatever CUDA_ARCH says,

@@ -9,6 +9,7 @@ LOGDIR holds gpu_session.sh's step outputs, named peer_SYSTEM_H_B.log (and, for 
 peer_SYSTEM_H_B.csv, its --metrics file), SYSTEM one of
     ours            nn_train, default options (--persistent auto, --fused auto)
     ours_fused      nn_train --persistent off (the fused step, a graph replay a step)
+    ours_persistent nn_train --persistent on (runs of steps in one cooperative launch each)
     ours_unfused    nn_train --fused off
     jax_scan        bench/peer_jax.py --device gpu --mode scan (the epoch in one jitted lax.scan)
     jax_step        bench/peer_jax.py --device gpu --mode step (a jitted step per batch)
@@ -46,6 +47,7 @@ SHAPES = [(256, 100), (512, 800), (1024, 1000), (1024, 3000)]
 SYSTEMS = [  # (key, column title)
     ("ours", "ours"),
     ("ours_fused", "ours `--persistent off`"),
+    ("ours_persistent", "ours `--persistent on`"),
     ("ours_unfused", "ours `--fused off`"),
     ("jax_scan", "JAX scan"),
     ("jax_step", "JAX step"),

@@ -9,6 +9,7 @@
 
 #include "common/check.h"
 #include "common/nvtx.h"
+#include "common/pdl.h"
 #include "common/vector_access.h"
 #include "gemm/4_warptile.h"
 #include "gemm/4_warptile_tiles.h"
@@ -145,6 +146,7 @@ gemm_warptile_kernel(int M, int N, int K, int k_split, T alpha, const T* A, int 
 
   TileLoader<T, BM, BK, NT, OA == Op::N> la;
   TileLoader<T, BN, BK, NT, OB == Op::T> lb;
+  pdl_wait();  // A, B and C may be the kernels before it's (common/pdl.h)
   la.load(A, lda, M, m0, k_begin, k_end, vecA, tid);
   lb.load(B, ldb, N, n0, k_begin, k_end, vecB, tid);
   la.store(As[0], tid);
@@ -184,6 +186,7 @@ gemm_warptile_kernel(int M, int N, int K, int k_split, T alpha, const T* A, int 
     lb.store(Bs[cur ^ 1], tid);
     __syncthreads();
   }
+  pdl_trigger();  // A and B read: the next kernel may be scheduled during the epilogue
 
   if (gridDim.z > 1 && !sum_slices<T, S>(acc, ws, counters, is_last)) return;
   store_tile<T, S>(acc, M, N, m0, n0, a_off, b_off, vec & kVecD, alpha, beta, C, ldc, D, ldd, ep, bias, step_lr);
@@ -215,10 +218,9 @@ void launch_cfg(const GemmArgs<T>& a, int splits, cudaStream_t s) {
     counters = w.counters;
   }
   with_ops(a.opA, a.opB, [&]<Op OA, Op OB>() {
-    gemm_warptile_kernel<T, S, OA, OB><<<grid, S::kThreads, 0, s>>>(
-        a.M, a.N, a.K, k_split, a.alpha, a.A, a.lda, a.B, a.ldb, a.beta, a.C, a.ldc, a.D, a.ldd,
-        a.epilogue, a.bias, vec, ws, counters, a.step_lr);
-    CHECK_LAUNCH("gemm_warptile_kernel");
+    launch_pdl(NN_LAUNCH_SITE("gemm_warptile_kernel"), gemm_warptile_kernel<T, S, OA, OB>, grid, dim3(S::kThreads),
+               0, s, a.M, a.N, a.K, k_split, a.alpha, a.A, a.lda, a.B, a.ldb, a.beta, a.C, a.ldc, a.D, a.ldd,
+               a.epilogue, a.bias, vec, ws, counters, a.step_lr);
   });
 }
 

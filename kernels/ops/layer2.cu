@@ -11,6 +11,7 @@
 
 #include "common/check.h"
 #include "common/nvtx.h"
+#include "common/pdl.h"
 #include "ops/layer2_column.h"
 #include "ops/ops_common.h"
 
@@ -36,7 +37,9 @@ __global__ void __launch_bounds__(kBlock)
   const int warp = int(threadIdx.x >> 5), warps = int(blockDim.x >> 5);
   const std::size_t n_part = layer2_part_size(H, C);
   const int tiles = layer2_tiles(b);
+  pdl_wait();  // A1 (the forward GEMM's) and the parts the finish kernel before it read
   for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+    if (t + int(gridDim.x) >= tiles) pdl_trigger();  // the block's last tile: the finish kernel may start
     const int j0 = t * kCols, ncols = min(kCols, b - j0);
     for (int jj = warp; jj < ncols; jj += warps)
       column_scores(A1 + static_cast<std::size_t>(j0 + jj) * H, H, C, W2, b2, int(labels[cols[j0 + jj]]), inv_B,
@@ -94,6 +97,8 @@ __global__ void __launch_bounds__(kBlock)
                          double* stats, unsigned* counts) {
   const std::size_t n = layer2_part_size(H, C);
   const std::size_t w2_begin = std::size_t(H), w2_end = std::size_t(H) * (C + 1);
+  pdl_wait();  // the parts of the fused kernel before it
+  pdl_trigger();  // a short kernel: the dW1 GEMM may be scheduled now (it waits for this one to end)
   for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += std::size_t(blockDim.x) * gridDim.x) {
     T g = 0;
@@ -129,9 +134,8 @@ void layer2_fused(T* A1, int H, int C, int b, const T* W2, const T* b2, const st
                                 ", b " + std::to_string(b) + ")");
   if (b == 0) return;
   const unsigned tiles = unsigned(layer2_tiles(b)), cap = caps().blocks;
-  layer2_fused_kernel<T><<<tiles < cap ? tiles : cap, kBlock, 0, s>>>(A1, H, C, b, W2, b2, labels, cols, inv_B,
-                                                                       parts, loss_parts, hit_parts);
-  CHECK_LAUNCH("layer2_fused");
+  launch_pdl(NN_LAUNCH_SITE("layer2_fused"), layer2_fused_kernel<T>, dim3(tiles < cap ? tiles : cap), dim3(kBlock), 0,
+             s, A1, H, C, b, W2, b2, labels, cols, inv_B, parts, loss_parts, hit_parts);
 }
 
 template <class T>
@@ -139,9 +143,8 @@ void layer2_finish(const T* parts, int tiles, int H, int C, T reg, T lr, T* P, T
                    const unsigned* hit_parts, double* stats, unsigned* counts, cudaStream_t s) {
   NN_RANGE("layer2_finish");
   if (C < 1 || H < 1 || tiles < 0) throw std::invalid_argument("layer2_finish: needs C >= 1, H >= 1, tiles >= 0");
-  layer2_finish_kernel<T><<<grid_1d(layer2_part_size(H, C)), kBlock, 0, s>>>(parts, tiles, H, C, reg, lr, P, G,
-                                                                             loss_parts, hit_parts, stats, counts);
-  CHECK_LAUNCH("layer2_finish");
+  launch_pdl(NN_LAUNCH_SITE("layer2_finish"), layer2_finish_kernel<T>, dim3(grid_1d(layer2_part_size(H, C))),
+             dim3(kBlock), 0, s, parts, tiles, H, C, reg, lr, P, G, loss_parts, hit_parts, stats, counts);
 }
 
 #define NN_LAYER2_INSTANTIATE(T)                                                                                \

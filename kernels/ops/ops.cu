@@ -11,6 +11,7 @@
 #include "common/check.h"
 #include "common/device_buffer.h"
 #include "common/nvtx.h"
+#include "common/pdl.h"
 #include "ops/ops_common.h"
 
 namespace nn {
@@ -43,10 +44,12 @@ __global__ void __launch_bounds__(kBlock)
                             const std::uint32_t* __restrict__ idx, int b, T* __restrict__ X) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= D) return;
+  pdl_wait();  // the batch's indices and X: the kernels before it (common/pdl.h)
   for (int j = blockIdx.y; j < b; j += gridDim.y) {
     const std::uint8_t v = images[std::size_t(idx[j]) * D + i];
     X[std::size_t(j) * D + i] = static_cast<T>(v) / T(255);  // true division, as the CPU
   }
+  pdl_trigger();
 }
 
 __global__ void __launch_bounds__(kBlock)
@@ -156,8 +159,8 @@ void gather_normalize(const std::uint8_t* images, int D, const std::uint32_t* id
   const unsigned block = D < kBlock ? unsigned((D + 31) / 32 * 32) : unsigned(kBlock);
   const unsigned max_y = caps().grid_y;
   const dim3 grid(blocks_for(std::size_t(D), block), b < int(max_y) ? unsigned(b) : max_y);
-  gather_normalize_kernel<T><<<grid, block, 0, s>>>(images, D, idx, b, X);
-  CHECK_LAUNCH("gather_normalize");
+  launch_pdl(NN_LAUNCH_SITE("gather_normalize"), gather_normalize_kernel<T>, grid, dim3(block), 0, s, images, D, idx, b,
+             X);
 }
 
 template <class T>

@@ -1,7 +1,7 @@
-// The persistent training step (declared, and its phases described, in persistent_step.h): a
-// run of SGD steps in one cooperative launch, two grid barriers a step. nvcc for the GPU,
-// sim/simcc for the CPU emulator (whose grid barrier is modelled with its hazards, sim/README.md
-// "Grid barriers"). Tested by tests/kernels/test_persistent_step.cpp.
+// The persistent training step's first kernel (variant 1; persistent_step.h describes both) and
+// the entry point that runs either (persistent_steps). nvcc for the GPU, sim/simcc for the CPU
+// emulator (whose grid barrier is modelled with its hazards, sim/README.md "Grid barriers").
+// Tested by tests/kernels/test_persistent_step.cpp.
 #include "ops/persistent_step.h"
 
 #include <cooperative_groups.h>
@@ -15,6 +15,7 @@
 #include "common/nvtx.h"
 #include "gemm/gemm.h"
 #include "ops/layer2_column.h"
+#include "ops/persistent_step2.h"
 
 namespace nn {
 namespace {
@@ -242,6 +243,9 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+}  // namespace
+
+namespace persist1 {
 // Tile widths tried: the smallest per-block critical path (tiles a block runs x their width),
 // then the fewest slices (phase B sums one partial per slice).
 int pick_tile_d(int D, int H, int blocks) {
@@ -255,33 +259,22 @@ int pick_tile_d(int D, int H, int blocks) {
   }
   return best;
 }
-
 template <class T>
-PersistentPlan plan_for(int D, int H, int B, int device) {
-  PersistentPlan p;
-  int sms = 0, coop = 0, per_sm = 0;
-  if (D < 1 || H < 1 || B < 1) return p;
-  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, device) != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, persistent_step_kernel<T>, kThreads, 0) != cudaSuccess) {
+int blocks_per_sm() {
+  int per_sm = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, persistent_step_kernel<T>, kThreads, 0) != cudaSuccess) {
     (void)cudaGetLastError();
-    return p;
+    return 0;
   }
-  if (!coop || per_sm < 1 || sms < 1) return p;
-  p.blocks = sms;  // one block an SM: the grid barrier's cost grows with the blocks
-  p.tile_d = pick_tile_d(D, H, p.blocks);
-  p.slices = (D + p.tile_d - 1) / p.tile_d;
-  p.tiles = (H + kTH - 1) / kTH * p.slices;
-  p.scratch = static_cast<std::size_t>(p.slices) * H * B;
-  return p;
+  return per_sm;
 }
+template int blocks_per_sm<float>();
+template int blocks_per_sm<double>();
+}  // namespace persist1
 
-}  // namespace
-
-template <class T>
-PersistentPlan persistent_plan(int D, int H, int B, int device) {
-  return plan_for<T>(D, H, B, device);
-}
+// NN_PERSISTENT_PROBE (persistent_step.h): persistent_probe.cu.
+unsigned long long* probe_begin(const PersistentPlan& plan, int steps);
+void probe_end(const PersistentPlan& plan, int steps, cudaStream_t s);
 
 template <class T>
 void persistent_steps(const PersistentPlan& plan, const PersistentShape<T>& shape, const std::uint8_t* images,
@@ -297,6 +290,18 @@ void persistent_steps(const PersistentPlan& plan, const PersistentShape<T>& shap
                                 std::to_string(shape.C) + ", H " + std::to_string(shape.H) + ", B " +
                                 std::to_string(shape.B) + ", " + std::to_string(shape.steps) + " steps)");
   if (shape.steps == 0) return;
+  if (plan.variant == 2) {
+    if (shape.H > persist2::kMaxHPerThread * kThreads || plan.tile_h < 4 || plan.tile_h % 4 != 0 ||
+        persist2::layout<T>(plan.tile_d, plan.tile_h, shape.B, plan.tiles_per_block, plan.dz_cols, plan.jsplit).total >
+            plan.smem)
+      throw std::invalid_argument("persistent_steps: the plan (variant 2) was made for another shape (H " +
+                                  std::to_string(shape.H) + ", B " + std::to_string(shape.B) + ")");
+    unsigned long long* probe = probe_begin(plan, shape.steps);
+    persist2::run<T>(plan, shape, images, labels, order, P, scratch, A1, dZ1, dZ2, loss_cols, hit_cols, stats, counts,
+                     probe, s);
+    if (probe) probe_end(plan, shape.steps, s);
+    return;
+  }
   PersistentShape<T> a = shape;
   void* args[] = {&images, &labels, &order, &P, &scratch, &A1, &dZ1, &dZ2, &loss_cols, &hit_cols, &stats, &counts, &a};
   CUDA_CHECK(cudaLaunchCooperativeKernel(persistent_step_kernel<T>, dim3(unsigned(plan.blocks)), dim3(kThreads), args,
@@ -305,7 +310,6 @@ void persistent_steps(const PersistentPlan& plan, const PersistentShape<T>& shap
 }
 
 #define NN_PERSISTENT_INSTANTIATE(T)                                                                                \
-  template PersistentPlan persistent_plan<T>(int, int, int, int);                                                  \
   template void persistent_steps<T>(const PersistentPlan&, const PersistentShape<T>&, const std::uint8_t*,          \
                                     const std::uint8_t*, const std::uint32_t*, T*, T*, T*, T*, T*, double*, unsigned*, \
                                     double*, unsigned*, cudaStream_t);

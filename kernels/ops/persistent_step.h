@@ -1,19 +1,25 @@
-// The persistent training step (kernels/ops/persistent_step.cu): one cooperative launch runs a
-// run of a lone rank's SGD steps, its phases separated by grid barriers instead of kernel
-// boundaries. Each step:
-//   A. forward partials: W1 is cut into tiles of kPersistentTileH rows x plan.tile_d columns;
-//      the block that owns a tile multiplies it with the batch's matching input rows (read from
-//      the resident uint8 images through the batch's indices, / 255) into its own slice of
-//      Zp (split-K over the 784 inputs, no atomics);
-//   B. (grid barrier) one warp per batch column: Z1 = the slices summed in slice order + b1,
-//      A1 = sigmoid(Z1), the scores, softmax, loss, hit and dZ2 (ops layer2's column_scores),
-//      dZ1 = (W2^T dZ2) o a1 o (1 - a1);
-//   C. (grid barrier) each W1 tile stepped by the block that owns it, W1 -= lr (dZ1 X^T + reg W1),
-//      and every entry of [b1 | W2 | b2] by one thread (its column sums in column order), the
-//      loss and hits added to the epoch's sums in column order by one thread.
-// The next step's phase A needs only the owner's own W1 tile, so two grid barriers a step
-// suffice. Every sum has a fixed order: the result does not depend on the grid or the timing.
-// Tested by tests/kernels/test_persistent_step.cpp against the fused step and float64.
+// The persistent training step: one cooperative launch runs a run of a lone rank's SGD steps, its
+// phases separated by grid barriers instead of kernel boundaries. Two kernels share this API,
+// chosen by the plan (PersistentPlan::variant; NN_PERSISTENT_VARIANT=1|2 forces one):
+//  1 (persistent_step.cu): every step loads its W1 tile and gathers its inputs twice; phase B a
+//    warp per batch column; the tail and the loss one thread an entry.
+//  2 (persistent_step2.cu, what the plan picks where it fits): each block keeps its W1 tiles in
+//    shared memory for the whole launch, gathers its input slice once a step (the next step's
+//    prefetched with asynchronous copies while B and C run) and reuses it in phase C; phase B a
+//    block per batch column, every slice load in flight; the tail and the loss a warp an entry
+//    with fixed-order shuffle sums; 16-byte shared reads, no padded columns.
+// Each step:
+//   A. forward partials: W1 is cut into tiles of plan.tile_h rows x plan.tile_d columns; the block
+//      that owns a tile multiplies it with the batch's matching inputs (the resident uint8 images
+//      through the batch's indices, / 255) into its own slice of Zp (split-K, no atomics);
+//   B. (grid barrier) per batch column: Z1 = the slices summed in slice order + b1, A1 =
+//      sigmoid(Z1), the scores, softmax, loss, hit and dZ2, dZ1 = (W2^T dZ2) o a1 o (1 - a1);
+//   C. (grid barrier) each W1 tile stepped by its owner, W1 -= lr (dZ1 X^T + reg W1); every entry
+//      of [b1 | W2 | b2] stepped from its column sums; the loss and hits added to the epoch's sums.
+// The next step's phase A needs only the owner's own W1 tile: two grid barriers a step. Every
+// sum has a fixed order: the result depends on the plan's tile_d (and the variant), never on the
+// grid or the timing. Tested by tests/kernels/test_persistent_step.cpp against the fused step and
+// float64, and tests/kernels/test_persistent_step2.cpp (the second kernel's plan and probe).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -22,27 +28,56 @@
 
 namespace nn {
 
-constexpr int kPersistentTileH = 64;   // W1 rows of a tile
-constexpr int kPersistentMaxTileD = 32;  // W1 columns (inputs) of a tile, at most
+constexpr int kPersistentTileH = 64;   // W1 rows of a tile (variant 1)
+constexpr int kPersistentMaxTileD = 32;  // W1 columns (inputs) of a tile, at most (variant 1)
 constexpr int kPersistentThreads = 256;
 // The trainer runs the persistent step only where the forward pass's partial sums (plan.scratch
 // entries) fit in this many bytes: the latency-bound shapes it is made for.
 constexpr std::size_t kPersistentMaxScratch = std::size_t(64) << 20;
 
-// How a shape is cut: tiles of W1 and the grid. From the device's SM count and the kernel's
-// occupancy (persistent_plan), never from constants of one GPU.
+// How a shape is cut: tiles of W1 and the grid. From the device's SM count, shared memory and the
+// kernel's occupancy (persistent_plan), never from constants of one GPU.
 struct PersistentPlan {
   int tile_d = 0;   // W1 columns a tile covers (a divisor-free cut: the last slice may be short)
   int slices = 0;   // ceil(D / tile_d): the split-K slices of the forward GEMM
-  int tiles = 0;    // ceil(H / kPersistentTileH) * slices
+  int tiles = 0;    // ceil(H / tile_h) * slices
   int blocks = 0;   // the cooperative grid
   std::size_t scratch = 0;  // entries of Zp: slices * H * B
+  int variant = 1;  // 1 or 2 (see above)
+  int tile_h = kPersistentTileH;  // W1 rows a tile covers (a multiple of 4)
+  // Variant 2: the tiles each block owns (their W1 in its shared memory), phase C's split of the
+  // batch over thread groups, bytes per asynchronous copy (16, 8, 4; 0: plain loads), dZ1 columns
+  // staged per pass, the dynamic shared memory per block.
+  int tiles_per_block = 0, jsplit = 1, copy_bytes = 0, dz_cols = 0;
+  std::size_t smem = 0;
+  // A model's step times in microseconds (persistent_plan.cu: the H200's measured latencies and
+  // rates), never a measurement: this plan's, and the fused step's at the same shape. 0: none.
+  double predicted_us = 0, predicted_fused_us = 0;
 };
 
 // The plan for D inputs, H hidden units and batches of at most B columns; blocks = 0 when the
-// device cannot run the kernel cooperatively (no cooperative launch, nothing resident).
+// device cannot run either kernel cooperatively (no cooperative launch, nothing resident). Variant
+// 2 where its shared memory fits, else 1; NN_PERSISTENT_VARIANT=1 or 2 in the environment forces
+// one (2 where it does not fit: blocks = 0), NN_PERSISTENT_TILE=ROWSxINPUTS (e.g. 32x52) variant
+// 2's tile.
 template <class T>
 PersistentPlan persistent_plan(int D, int H, int B, int device = 0);
+// A plan with a given variant, grid and tile (tile_h 0: the variant's choice); blocks = 0 when it
+// does not fit. For tests and benchmarks.
+template <class T>
+PersistentPlan persistent_plan_with(int D, int H, int B, int variant, int blocks, int tile_d, int tile_h = 0,
+                                    int device = 0);
+// Whether the plan's model predicts the persistent step faster than the fused step: what
+// --persistent auto should ask (false for every variant-1 plan, and where nothing is predicted).
+bool persistent_predicted_faster(const PersistentPlan& plan);
+
+// Per-phase timing of the persistent step on the device (%globaltimer; the emulator's clock):
+// with NN_PERSISTENT_PROBE=FILE in the environment, the first NN_PERSISTENT_PROBE_LAUNCHES
+// (default 3) variant-2 launches record per step and block the end of phase A, of the first
+// barrier, of phase B, of the second barrier and of phase C, and append to FILE one line per
+// launch: each phase's median over the steps of its longest block, in microseconds, and CSV rows
+// (launch, step, block, phase, ns from the step's start). Off (no file): no cost but a null
+// pointer test a phase. The launch then synchronises its stream.
 
 // The scalar arguments of a run of steps.
 template <class T>

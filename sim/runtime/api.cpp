@@ -289,6 +289,7 @@ cudaError_t cudaDeviceSynchronize(void) {
 }
 cudaError_t cudaDeviceReset(void) {
   free_all_allocations();
+  sim::detail::pdl_reset();
   sim::detail::g_device_resets.fetch_add(1);
   Global& g = G();
   {

@@ -61,6 +61,10 @@ void Worker::run_block(Launch& l, unsigned long long b) {
       for (unsigned x = 0; x < B.x; ++x, ++t) {
         ctx[t].thread_idx = uint3{x, y, z};
         ctx[t].state = kReady;
+        ctx[t].pdl_waited = 0;
+        ctx[t].spin_word = 0;
+        ctx[t].spin_reads = 0;
+        ctx[t].nflags = 0;
         list[t] = static_cast<int>(t);
       }
   const unsigned nw = (n + 31) / 32;
@@ -73,12 +77,17 @@ void Worker::run_block(Launch& l, unsigned long long b) {
   rng = splitmix(rng) | 1;
 
   failed = false;
+  pdl_triggered = false;
+  async_block_begin(*this);
   in_block = true;
   tl_block = &block;
+  sim_blockDim_ = block.block_dim;
+  sim_gridDim_ = block.grid_dim;
   schedule();
   tl_thread = nullptr;
   tl_block = nullptr;
   in_block = false;
+  async_block_end(*this);
   if (failed) {
     for (unsigned i = 0; i < n; ++i)
       if (ctx[i].state != kExited) reset_fiber(static_cast<int>(i));

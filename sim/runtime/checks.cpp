@@ -20,6 +20,7 @@
 #include <map>
 #include <mutex>
 #include <strings.h>
+#include <thread>
 
 #include "internal.h"
 
@@ -471,9 +472,29 @@ void race_byte(Worker& w, RaceByte& r, uintptr_t addr, bool write, const void* p
   }
 }
 
+// Shared bytes an asynchronous copy (async_copy.cpp) still writes are marked kPending: any access
+// before the issuing thread's wait is a fault, in every block (their granules are poisoned).
+constexpr uint8_t kPending = 4;
+[[noreturn]] __attribute__((noinline)) void pending_fault(Worker& w, uintptr_t addr, size_t n, bool write,
+                                                          const void* pc) {
+  size_t i = 0;
+  const uint8_t* ok = w.arena.ok + (addr - reinterpret_cast<uintptr_t>(w.arena.window));
+  while (i < n && ok[i] != kPending) ++i;
+  w.fiber_fault(cudaErrorLaunchFailure,
+                strf("shared memory %s%s of %zu bytes at %s before the asynchronous copy that writes it "
+                     "completed: %s, and that thread has not waited for it (__pipeline_wait_prior, "
+                     "cuda::pipeline's consumer_wait, cp.async.wait_group) with a __syncthreads() after the wait "
+                     "for other threads; on a GPU the %s stale data; %s",
+                     write ? "write" : "read", at_line(pc).c_str(), n, shared_name(w.arena, addr).c_str(),
+                     async_pending_owner(w, addr + i).c_str(),
+                     write ? "copy may land after this write and overwrite it with" : "read sees", who(w).c_str()));
+}
 inline void shared_access(Worker& w, size_t off, uintptr_t addr, size_t n, bool write, const void* pc) {
   SharedArena& a = w.arena;
-  if (__builtin_expect(off + n > kWindow || !all_ok(a.ok + off, n), 0)) shared_oob(w, addr, n, write, pc);
+  if (__builtin_expect(off + n > kWindow || !all_ok(a.ok + off, n), 0)) {
+    if (off + n <= kWindow && std::memchr(a.ok + off, kPending, n)) pending_fault(w, addr, n, write, pc);
+    shared_oob(w, addr, n, write, pc);
+  }
   if (!w.race) return;
   uint8_t* ok = a.ok + off;
   if (write) {
@@ -515,6 +536,40 @@ void async_proxy_read(const void* p, size_t n, const char* what, const char* fil
   }
 }
 
+// An asynchronous copy into [p, p + n) of this block's shared memory was issued (pending) or has
+// completed (written by the waiting thread next). Pending: "" if every byte lies in one of the
+// block's arrays and none is pending already, else why not.
+std::string shared_mark_pending(Worker& w, void* p, size_t n) {
+  SharedArena& a = w.arena;
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
+  const size_t off = addr - reinterpret_cast<uintptr_t>(a.window);
+  if (off >= kWindow || off + n > kWindow) return "its destination is not shared memory";
+  uint8_t* ok = a.ok + off;
+  for (size_t i = 0; i < n; ++i) {
+    if (ok[i] == kPending) return strf("byte %zu of its destination is still written by an earlier asynchronous copy (%s)", i,
+                                       async_pending_owner(w, addr + i).c_str());
+    if (!ok[i]) return strf("its destination runs out of the block's shared arrays: %s",
+                            shared_relation(a, static_cast<long long>(addr + i - reinterpret_cast<uintptr_t>(a.base)), n - i).c_str());
+  }
+  std::memset(ok, kPending, n);
+  shadow_fill((addr & ~uintptr_t(7)), ((addr + n + 7) & ~uintptr_t(7)) - (addr & ~uintptr_t(7)), kSharedPoison);
+  return "";
+}
+void shared_unmark_pending(Worker& w, void* p, size_t n) {
+  SharedArena& a = w.arena;
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
+  const size_t off = addr - reinterpret_cast<uintptr_t>(a.window);
+  if (off >= kWindow || off + n > kWindow) return;
+  std::memset(a.ok + off, 1, n);
+  if (w.race) return;  // the whole window stays poisoned for racecheck
+  for (uintptr_t g = addr & ~uintptr_t(7); g < addr + n; g += 8) {
+    const uint8_t* gok = a.ok + (g - reinterpret_cast<uintptr_t>(a.window));
+    bool open = true;
+    for (int i = 0; i < 8 && open; ++i) open = gok[i] != 0 && gok[i] != kPending;
+    if (open) shadow_open(g, 8);
+  }
+}
+
 std::uint64_t block_serial() {
   Worker* w = tl_worker;
   return w ? w->arena.block_gen : 0;
@@ -534,7 +589,13 @@ struct GlobalRace {
   uint16_t wtid, rtid;      // linear thread index, 0xffff none
   uint8_t lastr, winferred;
   uint8_t atomic;  // an atomic touched the word in this launch: its changes are no plain store
+  // For programmatic dependent launch: what this launch did to the word (kWrote, kReadLate: read
+  // after its block's cudaTriggerProgrammaticLaunchCompletion()), and the same of the launch that
+  // touched it before (plaunch), kept when the record is started for this one.
+  uint8_t cflags, pflags;
+  uint64_t plaunch;
 };
+constexpr uint8_t kWrote = 1, kReadLate = 2;
 struct DevRec {
   uintptr_t lo;   // device view of byte 0
   size_t size;
@@ -542,6 +603,9 @@ struct DevRec {
   uint8_t* init;   // 1 per byte written
   GlobalRace* race = nullptr;   // size / 4 records, NORESERVE, made at the first race-checked launch
   uint64_t racing = 0;          // the race-checked launch running with it poisoned, else 0
+  uint64_t pdl_rec = 0;         // a read-only argument recorded for the PDL hazard only (that launch)
+  uint64_t vol = 0;             // a volatile argument of the running launch: flags (strong accesses)
+  bool watched() const { return racing || pdl_rec || vol; }  // poisoned for the launch
 };
 
 namespace {
@@ -608,7 +672,7 @@ namespace {
 // After r->init changed in data bytes [lo, hi): granules whose bytes are all written become
 // plain memory for the inline checks. `whole`: every byte of [lo, hi) is known to be written.
 void refresh_granules(const DevRec& r, size_t lo, size_t hi, bool whole) {
-  if (r.racing) return;  // every granule stays poisoned until the launch ends (global_race_end)
+  if (r.watched()) return;  // every granule stays poisoned until the launch ends (global_race_end)
   for (size_t g = lo & ~size_t(7); g < hi; g += 8) {
     const size_t end = std::min(g + 8, r.size);
     if (whole && g >= lo && g + 8 <= hi && end == g + 8) {  // interior: open a run at once
@@ -723,6 +787,14 @@ bool fenced_between(unsigned long long x, uint64_t after, unsigned long long y) 
     if (f > after && f < before) return true;
   return false;
 }
+// The hand-off through a volatile flag, as the CUDA Programming Guide writes it: block X writes
+// the data, __threadfence(), stores the flag; block Y reads the flag (seeing that store),
+// __threadfence(), reads the data. Volatile accesses are strong (they never race with each
+// other). A fence of Y's after it read a flag word another block stored counts as an atomic of Y
+// at that fence (g_last_atomic): what any block fenced before it is ordered before Y's later
+// accesses, as for the "last block done" pattern, which also makes a hand-made barrier (atomic
+// arrivals, a flag released by the last) order every block's writes before every block's reads.
+// Lenient like that rule: it may miss a race, never reports a correct hand-off.
 unsigned long long linear_block(const Worker& w) {
   const uint3 b = w.block.block_idx;
   const dim3 g = w.block.grid_dim;
@@ -752,8 +824,9 @@ inline bool ordered(const Access& x, const Access& y) {  // x came first
       me.block != other.block
           ? "threads of different blocks are ordered within a launch only by a grid barrier between the two "
             "accesses (a cooperative launch's grid.sync()), or by a __threadfence() of the first block after "
-            "its access and an atomic of the second block after that fence: use atomics, a grid barrier, or "
-            "split the kernel"
+            "its access and an atomic of the second block after that fence (or a volatile flag the second "
+            "block read after the first stored it, with a __threadfence() on each side): use atomics, a grid "
+            "barrier, or split the kernel"
       : same_warp ? "no __syncwarp(), shuffle, vote or __syncthreads() between them (the lanes of a warp do "
                     "not run in lockstep since Volta)"
                   : "no __syncthreads() between them";
@@ -770,6 +843,57 @@ inline bool ordered(const Access& x, const Access& y) {  // x came first
            lost ? "; both read-modify-write the word without atomics, so one update is lost" : ""));
 }
 
+// Starts the record of a word for this launch, keeping what the launch before did to it.
+inline void fresh_record(GlobalRace& g, uint64_t launch) {
+  if (g.launch == launch) return;
+  const uint64_t prev = g.launch;
+  const uint8_t flags = g.cflags;
+  g = GlobalRace{};
+  g.launch = launch;
+  g.wtid = g.rtid = kNoThread;
+  g.plaunch = prev;
+  g.pflags = flags;
+}
+// A thread of a PDL launch before its cudaGridDependencySynchronize(): may the kernel before it
+// on the stream (still running, as far as this thread knows) have touched the word in a way
+// this access conflicts with?
+inline bool pdl_pending(const Worker& w) { return w.L->pdl && !w.ctx[w.cur].pdl_waited; }
+[[noreturn]] __attribute__((noinline)) void pdl_fault(Worker& w, const DevRec& r, uintptr_t word, bool write,
+                                                      const GlobalRace& g, const void* pc) {
+  const bool wrote = g.pflags & kWrote;
+  w.fiber_fault(
+      cudaErrorLaunchFailure,
+      strf("programmatic dependent launch hazard in kernel '%s' (launched at %s:%d with "
+           "cudaLaunchAttributeProgrammaticStreamSerialization): thread %s of block %s %s 4 bytes at byte "
+           "offset %zu of cudaMalloc allocation %p (%zu bytes)%s before its cudaGridDependencySynchronize(), "
+           "but the kernel before it on the stream %s that word, and may still be running: %s; call "
+           "cudaGridDependencySynchronize() before the first access to what the kernels before it write (or "
+           "read late) (global racecheck; SIM_RACECHECK=0 turns it off)",
+           w.L->name, w.L->file, w.L->line, thread_str(w, static_cast<unsigned>(w.cur)).c_str(),
+           block_str(w, linear_block(w)).c_str(), write ? "wrote" : "read", static_cast<size_t>(word - r.lo),
+           reinterpret_cast<void*>(r.prog), r.size, at_line(pc).c_str(),
+           wrote ? "wrote" : "read (after its cudaTriggerProgrammaticLaunchCompletion())",
+           write ? (wrote ? "which value stays is a matter of timing"
+                          : "on a GPU it may read this kernel's value instead of the one it expects")
+                 : "on a GPU this read may see the value from before that kernel's write (stale data)"));
+}
+inline void pdl_check(Worker& w, const DevRec& r, uintptr_t word, bool write, const GlobalRace& g, const void* pc) {
+  if (!g.plaunch || (g.plaunch != w.L->pdl_primary[0] && g.plaunch != w.L->pdl_primary[1])) return;
+  if ((g.pflags & kWrote) || (write && (g.pflags & kReadLate))) pdl_fault(w, r, word, write, g, pc);
+}
+inline void note_flags(const Worker& w, GlobalRace& g, bool write) {
+  if (write) g.cflags |= kWrote;
+  else if (w.pdl_triggered) g.cflags |= kReadLate;
+}
+// A read-only argument's word (DevRec::pdl_rec): only the PDL records, no race check.
+void pdl_word(Worker& w, DevRec& r, uintptr_t word, bool write, const void* pc) {
+  GlobalRace& g = r.race[(word - r.lo) >> 2];
+  RaceLock lock(word);
+  fresh_record(g, r.pdl_rec);
+  if (pdl_pending(w)) pdl_check(w, r, word, write, g, pc);
+  note_flags(w, g, write);
+}
+
 void global_race_word(Worker& w, DevRec& r, uintptr_t word, bool write, const void* pc) {
   GlobalRace& g = r.race[(word - r.lo) >> 2];
   const uint64_t launch = r.racing;
@@ -777,11 +901,9 @@ void global_race_word(Worker& w, DevRec& r, uintptr_t word, bool write, const vo
                   w.arena.wstamp[static_cast<unsigned>(w.cur) >> 5], pc, g_seq.load(std::memory_order_relaxed)};
   const uint32_t now = __atomic_load_n(reinterpret_cast<const uint32_t*>(word), __ATOMIC_RELAXED);
   RaceLock lock(word);
-  if (g.launch != launch) {
-    g = GlobalRace{};
-    g.launch = launch;
-    g.wtid = g.rtid = kNoThread;
-  }
+  fresh_record(g, launch);
+  if (pdl_pending(w)) pdl_check(w, r, word, write, g, pc);
+  note_flags(w, g, write);
   const Access wr{g.wblock, g.wtid, g.wgen, g.wws, g.wpc, g.wseq}, rd{g.rblock, g.rtid, g.rgen, g.rws, g.rpc, g.rseq};
   // A change that an atomic may have made (another worker's atomic can land between a plain
   // read's record and the next check) is no evidence of a plain store: no inference on a word
@@ -820,14 +942,99 @@ void global_race_atomic(DevRec& r, uintptr_t a, size_t n) {
     if (word < r.lo || word + 4 > r.lo + r.size) continue;
     GlobalRace& g = r.race[(word - r.lo) >> 2];
     RaceLock lock(word);
-    if (g.launch != r.racing) {
-      g = GlobalRace{};
-      g.launch = r.racing;
-      g.wtid = g.rtid = kNoThread;
-    }
+    fresh_record(g, r.racing);
     g.lastr = 0;
     g.atomic = 1;
+    g.cflags |= kWrote;
   }
+}
+
+// ---- volatile flags ------------------------------------------------------------------------
+// Reads of one volatile word that keep returning the same value: a spin. In a launch whose blocks
+// are not all resident (not cooperative) the block it waits for may never run, here as on a GPU;
+// in a cooperative one the OS thread yields to the other blocks, and a spin no block ends is a
+// fault after SIM_SPIN_TIMEOUT_S seconds (default 30) instead of a hang.
+constexpr uint32_t kSpinYield = 4096, kSpinLimit = uint32_t(1) << 20;
+[[noreturn]] __attribute__((noinline)) void spin_fault(Worker& w, const DevRec& r, uintptr_t a, const void* pc,
+                                                       const std::string& why) {
+  w.fiber_fault(cudaErrorLaunchFailure,
+                strf("thread %s of block %s read the volatile word at byte offset %zu of cudaMalloc allocation "
+                     "%p%s %u times in a row without its value changing: %s",
+                     thread_str(w, static_cast<unsigned>(w.cur)).c_str(), block_str(w, linear_block(w)).c_str(),
+                     static_cast<size_t>(a - r.lo), reinterpret_cast<void*>(r.prog), at_line(pc).c_str(),
+                     w.ctx[w.cur].spin_reads, why.c_str()));
+}
+__attribute__((noinline)) void spinning(Worker& w, const DevRec& r, uintptr_t a, const void* pc) {
+  ThreadCtx& c = w.ctx[w.cur];
+  const Launch& L = *w.L;
+  if (!L.cooperative) {
+    if (c.spin_reads < kSpinLimit) return;
+    int sms = 1;
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+    const unsigned long long per_sm = std::min<unsigned>(32, 2048 / std::max(1u, L.nthreads));
+    const unsigned long long fit = per_sm * static_cast<unsigned long long>(sms);
+    const std::string n = strf("kernel '%s' (launched at %s:%d) has %llu blocks of %u threads, and at most %llu per "
+                               "SM x %d SMs = %llu can be resident at once",
+                               L.name, L.file, L.line, L.nblocks, L.nthreads, per_sm, sms, fit);
+    spin_fault(w, r, a, pc,
+               L.nblocks > fit
+                   ? strf("a hand-made barrier or flag wait over more blocks than can be resident: %s, so the "
+                          "block it waits for may never start until this one ends (on a GPU, a hang); launch at "
+                          "most %llu blocks with cudaLaunchCooperativeKernel",
+                          n.c_str(), fit)
+                   : strf("it waits for a block (or a thread of its own block) that is not running: %s, but "
+                          "nothing makes them resident together, as it was not launched with "
+                          "cudaLaunchCooperativeKernel (the emulator runs a few blocks at a time, a GPU "
+                          "promises nothing more)",
+                          n.c_str()));
+  }
+  if (L.aborted.load(std::memory_order_relaxed)) throw FiberAbort{};  // another block faulted
+  if (c.spin_reads == kSpinYield) c.spin_since = std::chrono::steady_clock::now();
+  std::this_thread::yield();
+  if ((c.spin_reads & 0xfff) != 0) return;
+  const char* env = std::getenv("SIM_SPIN_TIMEOUT_S");
+  const double limit = env && *env ? std::atof(env) : 30.0;
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - c.spin_since).count();
+  if (waited > limit)
+    spin_fault(w, r, a, pc,
+               strf("no block of the cooperative launch of '%s' changed it in %.0f s (SIM_SPIN_TIMEOUT_S): a "
+                    "hand-made barrier or flag wait that can never complete (on a GPU, a hang)",
+                    L.name, waited));
+}
+// A store or load of a flag word in a race-checked launch: strong, never a race. A load is noted
+// for the thread's next fence (note_threadfence).
+void volatile_word(Worker& w, DevRec& r, uintptr_t word, bool write) {
+  GlobalRace& g = r.race[(word - r.lo) >> 2];
+  {
+    RaceLock lock(word);
+    fresh_record(g, r.racing);
+    note_flags(w, g, write);
+    if (write) {
+      g.wblock = static_cast<uint32_t>(linear_block(w));
+      g.wtid = static_cast<uint16_t>(w.cur);
+      g.wseq = ++g_seq;
+      return;
+    }
+  }
+  ThreadCtx& c = w.ctx[w.cur];
+  for (unsigned i = 0; i < c.nflags; ++i)
+    if (c.flags_read[i] == word) return;
+  if (c.nflags < sizeof c.flags_read / sizeof c.flags_read[0]) c.flags_read[c.nflags++] = word;
+}
+void volatile_access(Worker& w, DevRec& r, uintptr_t a, size_t n, bool write, const void* pc) {
+  ThreadCtx& c = w.ctx[w.cur];
+  if (write) {
+    c.spin_reads = 0;
+  } else if (n == 4 || n == 8) {
+    const uint32_t v = __atomic_load_n(reinterpret_cast<const uint32_t*>(a), __ATOMIC_RELAXED);
+    if (c.spin_word == a && c.spin_value == v) {
+      if (++c.spin_reads >= kSpinYield) spinning(w, r, a, pc);
+    } else {
+      c.spin_word = a, c.spin_value = v, c.spin_reads = 1;
+    }
+  }
+  if (r.racing && n >= 4 && !(a & 3))
+    for (uintptr_t word = a; word < a + n; word += 4) volatile_word(w, r, word, write);
 }
 
 inline void global_access(Worker& w, DevRec& r, uintptr_t a, size_t n, bool write, const void* pc,
@@ -845,8 +1052,13 @@ inline void global_access(Worker& w, DevRec& r, uintptr_t a, size_t n, bool writ
   }
   // 1- and 2-byte accesses are not race-checked (neighbouring bytes of one word may belong to
   // different threads).
-  if (r.racing && !atomic && n >= 4 && !(a & 3))
+  if (atomic) return;
+  if (r.vol) return volatile_access(w, r, a, n, write, pc);
+  if (n < 4 || (a & 3)) return;
+  if (r.racing)
     for (uintptr_t word = a; word < a + n; word += 4) global_race_word(w, r, word, write, pc);
+  else if (r.pdl_rec)
+    for (uintptr_t word = a; word < a + n; word += 4) pdl_word(w, r, word, write, pc);
 }
 
 // The writable arguments of the launch being prepared (device views), on the launching thread.
@@ -948,9 +1160,25 @@ void note_grid_sync() {
 void note_threadfence() {
   Worker* w = tl_worker;
   if (!w || !w->in_block || w->cur < 0 || !w->L || !w->L->racecheck) return;
-  std::lock_guard<std::mutex> lk(g_sync_m);
   const unsigned long long b = linear_block(*w);
-  if (g_sync_on && b < g_fences.size() && g_fences[b].size() < 4096) g_fences[b].push_back(++g_seq);
+  // The flags this thread read since its last fence: if another block stored one, this fence
+  // acquires like an atomic (see "The hand-off through a volatile flag" above). The word locks
+  // are taken before g_sync_m, as global_race_word takes them.
+  ThreadCtx& c = w->ctx[w->cur];
+  bool acquire = false;
+  for (unsigned i = 0; i < c.nflags && !acquire; ++i) {
+    DevRec* r = lookup(c.flags_read[i]);
+    if (!r || !r->racing || !r->race) continue;
+    const GlobalRace& g = r->race[(c.flags_read[i] - r->lo) >> 2];
+    RaceLock lock(c.flags_read[i]);
+    acquire = g.launch == r->racing && g.wtid != kNoThread && g.wblock != b;
+  }
+  c.nflags = 0;
+  std::lock_guard<std::mutex> lk(g_sync_m);
+  if (!g_sync_on || b >= g_fences.size()) return;
+  const uint64_t f = ++g_seq;
+  if (g_fences[b].size() < 4096) g_fences[b].push_back(f);
+  if (acquire) g_last_atomic[b] = f;
 }
 
 void atomic_access(const void* p, size_t n) {
@@ -960,7 +1188,10 @@ void atomic_access(const void* p, size_t n) {
   const void* pc = __builtin_return_address(0);
   const size_t off = a - reinterpret_cast<uintptr_t>(w->arena.window);
   if (off < kWindow) {
-    if (off + n > kWindow || !all_ok(w->arena.ok + off, n)) shared_oob(*w, a, n, true, pc);
+    if (off + n > kWindow || !all_ok(w->arena.ok + off, n)) {
+      if (off + n <= kWindow && std::memchr(w->arena.ok + off, kPending, n)) pending_fault(*w, a, n, true, pc);
+      shared_oob(*w, a, n, true, pc);
+    }
     if (w->race) {  // an atomic reads the old value: it must have been written
 #if !SIM_ASAN  // under ASan the inline checks are off: plain stores never mark shared bytes written
       const uint8_t* ok = w->arena.ok + off;
@@ -983,12 +1214,37 @@ void atomic_access(const void* p, size_t n) {
 }
 
 void global_race_arg(const void* view) { tl_race_args.push_back(reinterpret_cast<uintptr_t>(view)); }
+namespace {
+thread_local std::vector<uintptr_t> tl_const_args, tl_volatile_args;
+std::vector<DevRec*> g_const_recs;  // the launch's read-only arguments not racing (their records wait)
+uint64_t g_launch_race_id = 0;
+std::mutex g_watch_m;
+bool ensure_records(DevRec* r) {
+  if (r->race) return true;
+  void* m = mmap(nullptr, (r->size / 4 + 1) * sizeof(GlobalRace), PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (m == MAP_FAILED) return false;
+  r->race = static_cast<GlobalRace*>(m);
+  return true;
+}
+void watch_const(DevRec* r) {
+  if (r->watched() || !ensure_records(r)) return;
+  r->pdl_rec = g_launch_race_id;
+  shadow_fill(r->lo, r->size, kRacePoison);
+  g_racing.push_back(r);
+}
+}  // namespace
+void global_race_const_arg(const void* view) { tl_const_args.push_back(reinterpret_cast<uintptr_t>(view)); }
+void global_race_volatile_arg(const void* view) { tl_volatile_args.push_back(reinterpret_cast<uintptr_t>(view)); }
 
-void global_race_begin(const Launch& L) {
-  std::vector<uintptr_t> args;
+void global_race_begin(Launch& L) {
+  std::vector<uintptr_t> args, cargs, vargs;
   args.swap(tl_race_args);
+  cargs.swap(tl_const_args);
+  vargs.swap(tl_volatile_args);
 #if !SIM_ASAN
   g_racing.clear();
+  g_const_recs.clear();
   {
     std::lock_guard<std::mutex> lk(g_sync_m);
     g_sync_on = L.racecheck && L.nblocks <= (1u << 16);
@@ -996,34 +1252,57 @@ void global_race_begin(const Launch& L) {
     g_last_atomic.assign(g_sync_on ? L.nblocks : 0, 0);
     g_grid_syncs.clear();
   }
+  // Volatile flags in every launch: their spins are watched (volatile_access).
+  for (uintptr_t v : vargs) {
+    DevRec* r = lookup(v);
+    if (!r || r->size < 4 || r->vol) continue;
+    r->vol = L.index + 1;
+    shadow_fill(r->lo, r->size, kRacePoison);
+    g_racing.push_back(r);
+  }
+  L.race_id = 0;
   if (!L.racecheck) return;
   // Never reused (L.index restarts at every cudaDeviceReset): stale records stay stale.
   static std::atomic<uint64_t> g_race_launches{0};
   const uint64_t race_launch = ++g_race_launches;
+  L.race_id = g_launch_race_id = race_launch;
   for (uintptr_t v : args) {
     DevRec* r = lookup(v);
-    if (!r || r->size < 4 || std::find(g_racing.begin(), g_racing.end(), r) != g_racing.end()) continue;
-    if (!r->race) {
-      void* m = mmap(nullptr, (r->size / 4 + 1) * sizeof(GlobalRace), PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-      if (m == MAP_FAILED) continue;
-      r->race = static_cast<GlobalRace*>(m);
-    }
+    if (!r || r->size < 4 || r->racing || !ensure_records(r)) continue;
     r->racing = race_launch;
     shadow_fill(r->lo, r->size, kRacePoison);  // every access reaches global_access
-    g_racing.push_back(r);
+    if (std::find(g_racing.begin(), g_racing.end(), r) == g_racing.end()) g_racing.push_back(r);
   }
+  for (uintptr_t v : cargs) {
+    DevRec* r = lookup(v);
+    if (r && r->size >= 4 && !r->racing && std::find(g_const_recs.begin(), g_const_recs.end(), r) == g_const_recs.end())
+      g_const_recs.push_back(r);
+  }
+  // A PDL launch's reads before its wait are checked from its first access.
+  if (L.pdl)
+    for (DevRec* r : g_const_recs) watch_const(r);
 #else
   (void)L;
 #endif
 }
 
+// The first block of a race-checked launch called cudaTriggerProgrammaticLaunchCompletion(): its
+// read-only arguments are recorded from now on (a PDL successor must not write them before it waits).
+void global_race_watch_const_reads() {
+#if !SIM_ASAN
+  std::lock_guard<std::mutex> lk(g_watch_m);
+  for (DevRec* r : g_const_recs) watch_const(r);
+  g_const_recs.clear();
+#endif
+}
+
 void global_race_end() {
   for (DevRec* r : g_racing) {
-    r->racing = 0;
+    r->racing = r->pdl_rec = r->vol = 0;
     restore_shadow(*r);
   }
   g_racing.clear();
+  g_const_recs.clear();
 }
 
 }  // namespace sim::detail

@@ -73,6 +73,15 @@ void arena_end_block(Worker& w);
 // The fault message of a pending uninitialised shared read ("" when none); clears it.
 std::string take_pending_uninit(Worker& w);
 
+// Asynchronous copies into shared memory (async_copy.cpp): bytes an issued copy will write are
+// pending until the issuing thread waits for it; any access to them before is a fault.
+std::string shared_mark_pending(Worker& w, void* p, size_t n);  // "" or why the destination is wrong
+void shared_unmark_pending(Worker& w, void* p, size_t n);
+std::string async_pending_owner(const Worker& w, uintptr_t addr);  // "thread (3,0,0) issued it at f.cu:12"
+void async_block_begin(Worker& w);
+void async_block_end(Worker& w);
+void async_free(Worker& w);  // ~Worker
+
 // Device allocations (memory.cpp calls these).
 struct DevRec;
 DevRec* track_device(uintptr_t dev_lo, size_t size, uintptr_t prog, uintptr_t pages_lo,
@@ -87,8 +96,13 @@ void mark_allocation_written(const void* p);  // the whole allocation containing
 // The global-memory race check (checks.cpp): a kernel's writable pointer argument (pointee not
 // const) in a race-checked launch; launch_execute brackets the launch with begin/end.
 void global_race_arg(const void* view);
+// Read-only pointer arguments (pointee const): recorded for the PDL hazard only (a kernel that
+// starts early may write what this one still reads), from the first trigger on or, in a PDL
+// launch, from the start. volatile pointees: flags (strong accesses, spins watched) in every launch.
+void global_race_const_arg(const void* view);
+void global_race_volatile_arg(const void* view);
 struct Launch;
-void global_race_begin(const Launch& L);
+void global_race_begin(Launch& L);
 void global_race_end();
 
 bool racecheck_on();

@@ -26,6 +26,7 @@ extern "C" cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* s
     return cudaMemcpy2D(dst, dpitch, src, spitch, width, height, kind);
   }
   switch (capture_node(stream, [=] {
+    pdl_stream_op(stream);
     ReplayScope r;
     cudaMemcpy2D(dst, dpitch, src, spitch, width, height, kind);
   })) {
@@ -34,6 +35,7 @@ extern "C" cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* s
     case CaptureVerdict::Refused: return tl_last_error;
     case CaptureVerdict::Run: break;
   }
+  pdl_stream_op(stream);
   ReplayScope r;  // an async copy is no sync point
   return cudaMemcpy2D(dst, dpitch, src, spitch, width, height, kind);
 }

@@ -13,6 +13,9 @@ namespace sim::detail {
 __thread Worker* tl_worker = nullptr;
 __thread ThreadPub* tl_thread = nullptr;
 __thread BlockPub* tl_block = nullptr;
+}  // namespace sim::detail
+__thread ::dim3 sim_blockDim_, sim_gridDim_;
+namespace sim::detail {
 
 namespace {
 #if SIM_FIBER_UCONTEXT
@@ -88,6 +91,7 @@ Worker::Worker()
 
 Worker::~Worker() {
   if (tl_worker == this) tl_worker = nullptr;
+  async_free(*this);
   for (int i = 0; i < nfibers; ++i) {
 #if SIM_ASAN
     // A fiber's frames leave AddressSanitizer's stack poison in the shadow of its stack; a later

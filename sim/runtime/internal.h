@@ -70,6 +70,16 @@ struct ThreadCtx : ThreadPub {
   int wparam, wwidth;
   unsigned wsize;
   unsigned long long wvalue, result;
+  // Programmatic dependent launch (launch_ex.cpp): this thread called
+  // cudaGridDependencySynchronize(), so the kernels before it on its stream are complete for it.
+  uint8_t pdl_waited;
+  // A spin on a volatile word (checks.cpp): the word, the value it kept and how many reads in a row.
+  uintptr_t spin_word;
+  uint32_t spin_value, spin_reads;
+  std::chrono::steady_clock::time_point spin_since;
+  // Flag words (volatile) read since the thread's last __threadfence() (race-checked launches).
+  uintptr_t flags_read[8];
+  uint8_t nflags;
 };
 
 struct WarpGroup {  // lanes that have arrived at one warp op (same kind, mask, site)
@@ -104,6 +114,16 @@ struct Launch {  // one kernel launch, shared by all workers
   bool racecheck = false;                 // shared-memory race check on (checks.cpp)
   bool cooperative = false;               // cudaLaunchCooperativeKernel: all blocks at once (coop.cpp)
   struct GridBarrier* grid_bar = nullptr; // its grid barrier's state (coop.cpp)
+  // Programmatic dependent launch (launch_ex.cpp, checks.cpp). race_id: this launch's records in
+  // the global race check (0: not race-checked). pdl_primary: the race-checked launches whose
+  // accesses may overlap what a thread does before cudaGridDependencySynchronize() (the previous
+  // kernel of the stream, and the one before it when that kernel let its successor start before
+  // it waited itself).
+  bool pdl = false;
+  uint64_t race_id = 0;
+  uint64_t pdl_primary[2] = {0, 0};
+  std::atomic<bool> triggered{false};     // some block called cudaTriggerProgrammaticLaunchCompletion()
+  std::atomic<bool> early_trigger{false}; // ... before its thread's own cudaGridDependencySynchronize()
   unsigned long long block_at(unsigned long long i) const;
 };
 // A cooperative launch: every block on an OS thread of its own, all resident at once, so a
@@ -168,6 +188,8 @@ struct Worker {
   BlockCtx block;
   SharedArena arena;  // the block's shared memory, its shadow and race records (checks.cpp)
   bool race = false;  // this block's shared accesses are race-checked (racecheck_block)
+  bool pdl_triggered = false;  // the block called cudaTriggerProgrammaticLaunchCompletion()
+  struct AsyncState* async = nullptr;  // the block's asynchronous copies in flight (async_copy.cpp)
   std::unique_ptr<int[]> ready, list;
   int nready = 0;
   bool ready_sorted = true;
@@ -380,6 +402,15 @@ bool racecheck_launch(const LaunchParams& p);
 // Within a race-checked launch: every block with SIM_RACECHECK=all, else the first and last
 // kRaceEdgeBlocks blocks (by linear index: the edge tiles are where shapes differ).
 bool racecheck_block(const Launch& L, unsigned long long b);
+
+// ---- programmatic dependent launch and launch attributes (launch_ex.cpp) ----
+// Before a launch runs: its PDL primaries from the stream's previous kernel; after it: the stream
+// remembers it. A copy or memset on the stream (or anything on the legacy stream: every
+// stream) ends the overlap, since PDL applies between kernels only.
+void pdl_launch_begin(Launch& L, const LaunchParams& p);
+void pdl_launch_end(const Launch& L, const LaunchParams& p);
+void pdl_stream_op(cudaStream_t s);
+void pdl_reset();  // cudaDeviceReset
 
 // ---- workers (pool.cpp) ----
 void run_launch(Launch& L);

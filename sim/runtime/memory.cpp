@@ -397,6 +397,7 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind 
   if (static_cast<unsigned>(kind) > 4) return set_error(cudaErrorInvalidMemcpyDirection);
   if (count == 0) return cudaSuccess;
   if (!dst || !src || !copy_ok(dst, src, count, kind)) return set_error(cudaErrorInvalidValue);
+  if (!in_replay()) pdl_stream_op(nullptr);  // the legacy stream: after every stream's work
   std::memcpy(dst, src, count);
   copy_written(dst, src, count);  // initcheck: dst is as written as src (host memory: all)
   return cudaSuccess;
@@ -419,6 +420,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpy
   auto armed = std::make_shared<std::atomic<unsigned long long>>(0);
   switch (capture_node(stream, [=] {
     pin_release(armed->exchange(0));
+    pdl_stream_op(stream);
     ReplayScope r;
     cudaMemcpy(dst, src, count, kind);
   })) {
@@ -447,6 +449,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpy
     case CaptureVerdict::Refused: return tl_last_error;
     case CaptureVerdict::Run: break;
   }
+  pdl_stream_op(stream);
   ReplayScope r;  // an async copy on a stream that does not capture is no sync point
   return cudaMemcpy(dst, src, count, kind);
 }
@@ -477,18 +480,24 @@ cudaError_t cudaMemset(void* p, int value, size_t count) {
     std::lock_guard<std::mutex> lk(mem_mutex());
     if (!p || !side_ok(p, count, true)) return set_error(cudaErrorInvalidValue);
   }
+  if (!in_replay()) pdl_stream_op(nullptr);
   std::memset(p, value, count);
   mark_written(p, count);
   return cudaSuccess;
 }
 cudaError_t cudaMemsetAsync(void* p, int value, size_t count, cudaStream_t stream) {
   if (!stream_valid(stream)) return set_error(cudaErrorInvalidResourceHandle);
-  switch (capture_node(stream, [=] { ReplayScope r; cudaMemset(p, value, count); })) {
+  switch (capture_node(stream, [=] {
+    pdl_stream_op(stream);
+    ReplayScope r;
+    cudaMemset(p, value, count);
+  })) {
     case CaptureVerdict::Captured:
     case CaptureVerdict::Deferred: return cudaSuccess;
     case CaptureVerdict::Refused: return tl_last_error;
     case CaptureVerdict::Run: break;
   }
+  pdl_stream_op(stream);
   ReplayScope r;
   return cudaMemset(p, value, count);
 }

@@ -72,7 +72,13 @@ bool check_pointer_arg(const LaunchParams& p, int index, const void* ptr, const 
   *view = ptr;
   if (ptr == nullptr) return true;
   if (resolve_kernel_pointer(ptr, view)) {
-    if (std::strncmp(type_name_of(type_name).c_str(), "const ", 6) != 0) global_race_arg(*view);
+    const std::string t = type_name_of(type_name);
+    // "volatile unsigned int*", "const volatile int*": the pointee's own qualifiers.
+    const size_t star = t.rfind('*');
+    const std::string pointee = star == std::string::npos ? t : t.substr(0, star);
+    if (pointee.find("volatile") != std::string::npos) global_race_volatile_arg(*view);
+    if (std::strncmp(t.c_str(), "const ", 6) != 0) global_race_arg(*view);
+    else global_race_const_arg(*view);
     return true;
   }
   if (const std::string freed = freed_description(ptr); !freed.empty()) {
@@ -206,6 +212,7 @@ void launch_execute(const LaunchParams& p, void (*invoke)(void*), void* state) {
     }
   }
   count_launch();
+  pdl_launch_begin(L, p);
   global_race_begin(L);  // clears the list of arguments in any case
   Pool& P = pool();
   if (static_cast<int>(P.threads.size()) != s.workers - 1) P.resize(s.workers - 1);
@@ -216,6 +223,7 @@ void launch_execute(const LaunchParams& p, void (*invoke)(void*), void* state) {
   else
     P.run(L);
   global_race_end();
+  pdl_launch_end(L, p);
   close_opened_host_views();
   check_launch_redzones(L.name, L.file, L.line);
   if (L.max_static.load()) record_static_smem(kernel_key(p), L.max_static.load());

@@ -10,8 +10,13 @@
 # 'peer_*' for the whole peer comparison), for a short second call.
 # PEER_BUDGET (default 240): the seconds the peer comparison (3b) may take in all; its steps
 # stop there (the table is still written from what ran).
+# DRY_RUN=1 (KIT: -): no GPU and no kit; each selected step's command runs on the emulator build
+# (build/cpu/bin; data/current) for at most DRY_LIMIT seconds (default 20), and one cut short there
+# counts as started: a check that the commands of new steps start, before a GPU session spends time.
 set -uo pipefail
-KIT=$(readlink -f "${1:?usage: gpu_session.sh KIT OUT [BUDGET_S]}")
+DRY=${DRY_RUN:-}
+KIT=${1:?usage: gpu_session.sh KIT OUT [BUDGET_S]}
+[ -n "$DRY" ] || KIT=$(readlink -f "$KIT")
 OUT=$(mkdir -p "${2:?usage: gpu_session.sh KIT OUT [BUDGET_S]}" && readlink -f "$2")
 cd "$(dirname "$0")/../.." || exit 1
 BUDGET=${3:-420}
@@ -23,51 +28,62 @@ T0=$SECONDS
 rows=()
 log() { echo "[$((SECONDS - T0)) s] $*"; }
 
-# ---- unpack and wire up (Open MPI's Debian paths, the libraries, the data) ----
-R=/tmp/nnkit
-rm -rf "$R" && mkdir -p "$R"
-if command -v xz >/dev/null; then tar -C "$R" -xJf "$KIT/kit.txz"
-else python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$KIT/kit.txz" "$R"
-fi || { echo "gpu_session: cannot unpack $KIT/kit.txz"; exit 1; }
-while read -r p; do   # Open MPI and PMIx look for plugins and help texts under these paths
-  [ -e "/$p" ] || { mkdir -p "$(dirname "/$p")" && ln -s "$R/ompi/$p" "/$p"; }
-done <"$R/ompi/PATHS"
-ln -sf orterun "$R/ompi/usr/bin/mpirun"
-export PATH=$R/ompi/usr/bin:$PATH
-cuda_lib=
-for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda-13*/lib64; do
-  [ -e "$d/libcublas.so.13" ] && { cuda_lib=$d; break; }
-done
-if [ -z "$cuda_lib" ]; then
-  found=$(find /usr /opt -name 'libcublas.so.13' 2>/dev/null | head -1)
-  [ -n "$found" ] && cuda_lib=$(dirname "$found")
-fi
-# Our libraries only for our programs (never for python3 and PyTorch).
-KITLD=$R/lib${cuda_lib:+:$cuda_lib}
-if ! LD_LIBRARY_PATH=$KITLD OMPI_MCA_ess_singleton_isolated=1 "$R/bin/nn_train" --help >/dev/null 2>"$LOGS/compat.log"; then
-  KITLD=$KITLD:$R/lib-compat   # the machine's C++ runtime is older than ours
-fi
-plugins=$(sed -n 1p "$R/ompi/PATHS")/lib/openmpi3
-pmix=$(grep '/pmix2$' "$R/ompi/PATHS")
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-KITENV=(env LD_LIBRARY_PATH=$KITLD OMPI_MCA_mca_base_component_path=$R/ompi/$plugins
-        ${pmix:+PMIX_MCA_mca_base_component_path=$R/ompi/$pmix/lib/pmix}
-        OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1)
-mkdir -p data && { [ -e data/current ] || ln -sfn "$R/data" data/current; }
-BIN=$R/bin
-MPIRUN=$PWD/slurm/mpirun.sh
-# One rank: no launcher at all (an isolated singleton needs no orted); two: orterun from the kit.
-ONE=("${KITENV[@]}" OMPI_MCA_ess_singleton_isolated=1)
-TWO=("${KITENV[@]}" "$MPIRUN" -np 2)
-PY=$(command -v python3)
+if [ -n "$DRY" ]; then  # the emulator build in place of the kit (see DRY_RUN above)
+  BIN=$PWD/build/cpu/bin
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  KITENV=(env SIM_WORKERS=0 OMPI_MCA_rmaps_base_oversubscribe=1)
+  ONE=("${KITENV[@]}")
+  MPIRUN=$PWD/slurm/mpirun.sh
+  TWO=("${KITENV[@]}" "$MPIRUN" -np 2)
+  PY=$(command -v python3)
+  echo "dry run: $BIN" >"$LOGS/machine.log"
+else
+  # ---- unpack and wire up (Open MPI's Debian paths, the libraries, the data) ----
+  R=/tmp/nnkit
+  rm -rf "$R" && mkdir -p "$R"
+  if command -v xz >/dev/null; then tar -C "$R" -xJf "$KIT/kit.txz"
+  else python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$KIT/kit.txz" "$R"
+  fi || { echo "gpu_session: cannot unpack $KIT/kit.txz"; exit 1; }
+  while read -r p; do   # Open MPI and PMIx look for plugins and help texts under these paths
+    [ -e "/$p" ] || { mkdir -p "$(dirname "/$p")" && ln -s "$R/ompi/$p" "/$p"; }
+  done <"$R/ompi/PATHS"
+  ln -sf orterun "$R/ompi/usr/bin/mpirun"
+  export PATH=$R/ompi/usr/bin:$PATH
+  cuda_lib=
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda-13*/lib64; do
+    [ -e "$d/libcublas.so.13" ] && { cuda_lib=$d; break; }
+  done
+  if [ -z "$cuda_lib" ]; then
+    found=$(find /usr /opt -name 'libcublas.so.13' 2>/dev/null | head -1)
+    [ -n "$found" ] && cuda_lib=$(dirname "$found")
+  fi
+  # Our libraries only for our programs (never for python3 and PyTorch).
+  KITLD=$R/lib${cuda_lib:+:$cuda_lib}
+  if ! LD_LIBRARY_PATH=$KITLD OMPI_MCA_ess_singleton_isolated=1 "$R/bin/nn_train" --help >/dev/null 2>"$LOGS/compat.log"; then
+    KITLD=$KITLD:$R/lib-compat   # the machine's C++ runtime is older than ours
+  fi
+  plugins=$(sed -n 1p "$R/ompi/PATHS")/lib/openmpi3
+  pmix=$(grep '/pmix2$' "$R/ompi/PATHS")
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  KITENV=(env LD_LIBRARY_PATH=$KITLD OMPI_MCA_mca_base_component_path=$R/ompi/$plugins
+          ${pmix:+PMIX_MCA_mca_base_component_path=$R/ompi/$pmix/lib/pmix}
+          OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1)
+  mkdir -p data && { [ -e data/current ] || ln -sfn "$R/data" data/current; }
+  BIN=$R/bin
+  MPIRUN=$PWD/slurm/mpirun.sh
+  # One rank: no launcher at all (an isolated singleton needs no orted); two: orterun from the kit.
+  ONE=("${KITENV[@]}" OMPI_MCA_ess_singleton_isolated=1)
+  TWO=("${KITENV[@]}" "$MPIRUN" -np 2)
+  PY=$(command -v python3)
 
-{
-  echo "== machine"; date -u; nvidia-smi; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv
-  nvcc --version 2>&1 | tail -2; echo "cuBLAS from: ${cuda_lib:-not found}"; nproc
-  echo "== libraries not found"; LD_LIBRARY_PATH=$KITLD ldd "$BIN/nn_tests" "$BIN/nn_train" | grep 'not found' || echo none
-  echo "LD_LIBRARY_PATH for ours: $KITLD"; cat "$LOGS/compat.log"; cat /etc/os-release | head -2
-} >"$LOGS/machine.log" 2>&1
-log "machine: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -1)"
+  {
+    echo "== machine"; date -u; nvidia-smi; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv
+    nvcc --version 2>&1 | tail -2; echo "cuBLAS from: ${cuda_lib:-not found}"; nproc
+    echo "== libraries not found"; LD_LIBRARY_PATH=$KITLD ldd "$BIN/nn_tests" "$BIN/nn_train" | grep 'not found' || echo none
+    echo "LD_LIBRARY_PATH for ours: $KITLD"; cat "$LOGS/compat.log"; cat /etc/os-release | head -2
+  } >"$LOGS/machine.log" 2>&1
+  log "machine: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -1)"
+fi
 
 # step NAME LIMIT_S CMD...: run CMD with its output in OUT/NAME.log; record status and seconds.
 known=()
@@ -85,6 +101,7 @@ step() {
   local left=$((BUDGET - (SECONDS - T0) - 5))
   if [ "$left" -lt 15 ]; then rows+=("$(printf '%-28s %-8s %5s  %s' "$name" skipped - "budget spent")"); return; fi
   [ "$limit" -gt "$left" ] && limit=$left
+  [ -n "$DRY" ] && [ "$limit" -gt "${DRY_LIMIT:-20}" ] && limit=${DRY_LIMIT:-20}
   local t=$SECONDS rc=0
   log "$name (limit $limit s)"
   timeout -k 5 "$limit" "$@" >"$LOGS/$name.log" 2>&1 || rc=$?
@@ -93,6 +110,7 @@ step() {
   local status=ok
   [ "$rc" -eq 0 ] || status="rc=$rc"
   [ "$rc" -eq 124 ] && status=timeout
+  [ -n "$DRY" ] && { [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; } && status=started
   rows+=("$(printf '%-28s %-8s %5d  %s' "$name" "$status" $((SECONDS - t)) "$what")")
   log "$name: $status, $((SECONDS - t)) s: $what"
   tar -C "$LOGS" -czf "$OUT/logs.tgz" .
@@ -119,6 +137,11 @@ summarise() {
     peer_table) { grep -cE '^\| [0-9]+:[0-9]+ ' "$f" | sed 's/^/table rows: /'; } ;;
     sanitize_script) { grep -E '^  (FAIL )?[a-z]+ np=' "$f" | cut -c1-60 | tr '\n' ';' | cut -c1-200; } ;;
     sanitize_*) { grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^tests: |FAILED' "$f" | sort | uniq -c | tr '\n' ' ' | cut -c1-200; } ;;
+    persist2_tests) { grep -E '^\[  (PASSED|FAILED)  \]|tests? ran|Failure' "$f" | head -4 | tr '\n' ' ' | cut -c1-200; } ;;
+    persist2_probe*) { grep -h '^# persistent probe' "$LOGS/$1.txt" 2>/dev/null | tail -1 | sed 's/.*us://' | cut -c1-200; } ;;
+    persist2_sanitize*) { grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|SYNCCHECK SUMMARY|test precision' "$f" | sort | uniq -c | tr '\n' ' ' | cut -c1-200; } ;;
+    persist2_ncu*) { grep -E '"gpu__time_duration.sum"|Duration|Registers Per|Achieved Occupancy' "$f" | head -4 | tr -s ' ' | tr '\n' ';' | cut -c1-200; } ;;
+    persist2_*|pdl_*) { grep -iE 'test (precision|accuracy)|verif|max.*diff|^step:|--persistent on:' "$f" | tail -3 | tr '\n' ' ' | cut -c1-200; } ;;
     persist_tests) { grep -E '^\[  (PASSED|FAILED)  \]|tests? ran|Failure' "$f" | head -4 | tr '\n' ' ' | cut -c1-200; } ;;
     persist_sanitize*) { grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^\[  (PASSED|FAILED)' "$f" | sort | uniq -c | tr '\n' ' ' | cut -c1-200; } ;;
     persist_*) { grep -iE 'test (precision|accuracy)|verif|max.*diff|^step:' "$f" | tail -3 | tr '\n' ' ' | cut -c1-200; } ;;
@@ -134,6 +157,46 @@ summarise() {
 
 TRAIN=(--data data/current --hidden 256 --batch 100 --lr 0.5 --reg 1e-4)
 CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1)
+# 0s. The second persistent kernel (kernels/ops/persistent_step2.cu: each block's W1 tiles in shared
+#     memory for the launch, its input slice gathered once a step, a step ahead, by asynchronous
+#     copies; every phase on every block) and programmatic dependent launch (PDL) of the fused step
+#     (kernels/common/pdl.h). Their kernel tests and the emulator's models of the primitives on the
+#     GPU; the per-phase probe at 256:100 (NN_PERSISTENT_PROBE: each phase's median over the steps of
+#     its slowest block, the model's prediction beside it); --persistent on at the four shapes (a
+#     shape the plan does not admit is refused in one line) with the first kernel beside it
+#     (NN_PERSISTENT_VARIANT=1); --verify; compute-sanitizer memcheck, racecheck and synccheck on
+#     nn_train at 256:100; Nsight Compute of one launch (caches and clocks as they are); the fused
+#     step with PDL (the default) and without (NN_PDL=0) at the four shapes.
+P2_TESTS='PersistentStep*:PersistentPlan*:PersistentProbe*:Pdl.*:SimPdl*:SimAsyncCopy*:SimFlags*:SimCoop*'
+step persist2_tests 90 "${ONE[@]}" "$BIN/nn_tests" --gtest_filter="$P2_TESTS"
+step persist2_probe_256_100 60 "${ONE[@]}" NN_PERSISTENT_PROBE="$LOGS/persist2_probe_256_100.txt" \
+  NN_PERSISTENT_PROBE_LAUNCHES=5 "$BIN/nn_train" "${TRAIN[@]}" --persistent on --epochs 1 --train-size 20000
+step persist2_verify_256_100 60 "${ONE[@]}" "$BIN/nn_train" "${TRAIN[@]}" --persistent on --epochs 1 --verify
+for hb in 256:100 512:800 1024:1000 1024:3000; do
+  P2=(--data data/current --hidden "${hb%:*}" --batch "${hb#*:}" --lr 0.5 --reg 1e-4 --epochs 4)
+  step "persist2_train_${hb/:/_}" 45 "${ONE[@]}" "$BIN/nn_train" "${P2[@]}" --persistent on \
+    --metrics "$LOGS/persist2_train_${hb/:/_}.csv" --report "$LOGS/persist2_train_${hb/:/_}.json"
+  step "persist2_v1_train_${hb/:/_}" 45 "${ONE[@]}" NN_PERSISTENT_VARIANT=1 "$BIN/nn_train" "${P2[@]}" \
+    --persistent on --metrics "$LOGS/persist2_v1_train_${hb/:/_}.csv"
+done
+if [ -n "$CS" ]; then
+  for tool in memcheck racecheck synccheck; do
+    step "persist2_sanitize_$tool" 150 "${ONE[@]}" "$CS" --tool "$tool" --error-exitcode 99 --print-limit 20 \
+      "$BIN/nn_train" "${TRAIN[@]}" --persistent on --epochs 1 --train-size 3200
+  done
+fi
+NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+if [ -n "$NCU" ]; then
+  step persist2_ncu_256_100 90 "${ONE[@]}" "$NCU" --cache-control none --clock-control none \
+    --kernel-name regex:persistent2 --launch-skip 2 --launch-count 1 --section SpeedOfLight --section LaunchStats \
+    --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis --metrics gpu__time_duration.sum \
+    "$BIN/nn_train" "${TRAIN[@]}" --persistent on --epochs 1 --train-size 20000
+fi
+for hb in 256:100 512:800 1024:1000 1024:3000; do
+  PD=(--data data/current --hidden "${hb%:*}" --batch "${hb#*:}" --lr 0.5 --reg 1e-4 --epochs 4 --persistent off)
+  step "pdl_on_${hb/:/_}" 30 "${ONE[@]}" "$BIN/nn_train" "${PD[@]}" --metrics "$LOGS/pdl_on_${hb/:/_}.csv"
+  step "pdl_off_${hb/:/_}" 30 "${ONE[@]}" NN_PDL=0 "$BIN/nn_train" "${PD[@]}" --metrics "$LOGS/pdl_off_${hb/:/_}.csv"
+done
 # 0. GEMM variant 5 (tensor cores at FP32 accuracy, 3xTF32): its tests (the
 #    TF32 rounding against the hardware, accuracy against float64 beside variant 4 and plain
 #    TF32, every op/epilogue case, the gathered B and the step epilogue); the GEMM lab against
@@ -365,6 +428,8 @@ for hb in 256:100 512:800 1024:1000 1024:3000; do
   peer_step "peer_ours_$s" 20 "${ONE[@]}" "$BIN/nn_train" "${PEER[@]}" --metrics "$LOGS/peer_ours_$s.csv"
   peer_step "peer_ours_fused_$s" 20 "${ONE[@]}" "$BIN/nn_train" "${PEER[@]}" --persistent off \
     --metrics "$LOGS/peer_ours_fused_$s.csv"
+  peer_step "peer_ours_persistent_$s" 20 "${ONE[@]}" "$BIN/nn_train" "${PEER[@]}" --persistent on \
+    --metrics "$LOGS/peer_ours_persistent_$s.csv"
   peer_step "peer_ours_unfused_$s" 20 "${ONE[@]}" "$BIN/nn_train" "${PEER[@]}" --fused off \
     --metrics "$LOGS/peer_ours_unfused_$s.csv"
   peer_step "peer_jax_scan_$s" 45 "$PY" bench/peer_jax.py "${PEER[@]}" --device gpu --mode scan

@@ -23,4 +23,5 @@
 #include "runtime_api.h"
 #include "device.h"
 #include "launch.h"
+#include "launch_ex.h"
 #include "sim_api.h"

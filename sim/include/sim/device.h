@@ -102,8 +102,11 @@ inline unsigned warp_match(Site s, int kind, unsigned mask, T v, int* pred = nul
 // ---- built-in index variables (of the fiber that is running) ------------------
 #define threadIdx (static_cast<const ::uint3&>(::sim::detail::tl_thread->thread_idx))
 #define blockIdx (static_cast<const ::uint3&>(::sim::detail::tl_block->block_idx))
-#define blockDim (static_cast<const ::dim3&>(::sim::detail::tl_block->block_dim))
-#define gridDim (static_cast<const ::dim3&>(::sim::detail::tl_block->grid_dim))
+// blockDim and gridDim expand to one identifier each, per OS thread the running block's (set with
+// tl_block), so that cudaLaunchConfig_t's members of those names still work (launch_ex.h).
+extern __thread ::dim3 sim_blockDim_, sim_gridDim_;
+#define blockDim sim_blockDim_
+#define gridDim sim_gridDim_
 
 // ---- barriers and warp intrinsics ---------------------------------------------
 // Plain functions (site unknown) first, so that &__shfl_sync or __shfl_sync<T>(...)

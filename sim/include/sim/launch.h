@@ -27,6 +27,10 @@ struct LaunchParams {
   // cudaLaunchCooperativeKernel: every block runs at once (each on an OS thread of its own),
   // so cooperative_groups' grid barrier can be honoured (runtime/pool.cpp, coop.cpp).
   bool cooperative = false;
+  // cudaLaunchAttributeProgrammaticStreamSerialization (cudaLaunchKernelEx): the kernel may
+  // start before the previous kernel of its stream completes; what it touches before
+  // cudaGridDependencySynchronize() is checked against that kernel (launch_ex.h, pdl.cpp).
+  bool pdl = false;
 };
 // false: the launch must not run (invalid configuration or sticky error; last error set)
 bool launch_prepare(LaunchParams& p);
@@ -169,6 +173,33 @@ struct KernelLaunch {
   }
 };
 
+// The kernels the emulator has seen with their parameter types (runtime/launch_ex.cpp): an
+// untyped launch (cudaLaunchCooperativeKernel(const void*, ...), cudaLaunchKernelExC) finds
+// its kernel's typed launcher here. A typed launch, cudaLaunchKernelEx and the typed
+// occupancy and attribute queries enter the kernel.
+using UntypedLauncher = void (*)(const void* fn, const LaunchParams& lp, void** args);
+void note_kernel(const void* fn, UntypedLauncher launcher, const char* name);
+UntypedLauncher find_kernel(const void* fn, const char** name);
+template <class... P, size_t... I>
+inline void launch_untyped_impl(const void* fn, const LaunchParams& lp, void** args, std::index_sequence<I...>) {
+  KernelLaunch<NoCall, P...> k{reinterpret_cast<void (*)(P...)>(const_cast<void*>(fn)), {}, lp};
+  k(*static_cast<std::remove_reference_t<P>*>(args[I])...);
+}
+template <class... P>
+inline void launch_untyped(const void* fn, const LaunchParams& lp, void** args) {
+  launch_untyped_impl<P...>(fn, lp, args, std::index_sequence_for<P...>{});
+}
+// Cheap after the first time: a small per-thread cache of the kernels already entered.
+template <class... P>
+inline void note_typed(void (*fn)(P...), const char* name) {
+  static thread_local const void* seen[64] = {};
+  const void* f = reinterpret_cast<const void*>(fn);
+  const size_t slot = (reinterpret_cast<uintptr_t>(f) >> 4) & 63;
+  if (seen[slot] == f) return;
+  seen[slot] = f;
+  note_kernel(f, &launch_untyped<P...>, name);
+}
+
 // What SIM_KREF(k) produces: the kernel's address (or nullptr when the name does
 // not resolve to one function without the call's arguments) and a generic callable.
 template <class F, class L>
@@ -189,6 +220,7 @@ inline detail::KernelLaunch<detail::NoCall, P...> launch(void (*fn)(P...), const
                                                          const char* file, int line, dim3 grid,
                                                          dim3 block, size_t shmem = 0,
                                                          cudaStream_t stream = nullptr) {
+  detail::note_typed(fn, name);
   return {fn, {}, {name, file, line, grid, block, shmem, stream, reinterpret_cast<const void*>(fn)}};
 }
 template <class L, class... P>
@@ -196,6 +228,7 @@ inline detail::KernelLaunch<L, P...> launch(detail::KernelRef<void (*)(P...), L>
                                             const char* name, const char* file, int line,
                                             dim3 grid, dim3 block, size_t shmem = 0,
                                             cudaStream_t stream = nullptr) {
+  detail::note_typed(k.fn, name);
   return {k.fn, k.call,
           {name, file, line, grid, block, shmem, stream, reinterpret_cast<const void*>(k.fn)}};
 }
@@ -220,6 +253,7 @@ inline cudaError_t launch_cooperative(void (*fn)(P...), dim3 grid, dim3 block, v
                                       std::index_sequence<I...>) {
   // The kernel's name is not known here (no macro): messages name the launch site.
   const char* name = "cooperative kernel";
+  note_typed(fn);
   if (const cudaError_t e = cooperative_fits(reinterpret_cast<const void*>(fn), grid, block, shmem, name, file, line))
     return e;
   if (sizeof...(P) > 0 && !args) return cudaErrorInvalidValue;

@@ -3,6 +3,7 @@
 // runtime/memory.cpp and runtime/api.cpp; tested by tests/sim.
 #pragma once
 #include <cstddef>
+#include <type_traits>
 #include "vector_types.h"
 
 enum cudaError {
@@ -273,6 +274,17 @@ cudaError_t sim_cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* numBlocks, co
                                                               int blockSize, size_t dynamicSMemSize);
 }
 
+// A kernel seen with its parameter types: an untyped launch of it can then be made
+// (sim/include/sim/launch.h, launch_ex.h). The typed queries below enter the kernel.
+namespace sim::detail {
+template <class... P>
+void note_typed(void (*fn)(P...), const char* name = nullptr);
+template <class T>
+inline void note_if_kernel(T* f) {
+  if constexpr (std::is_function_v<T>) note_typed(f);
+}
+}  // namespace sim::detail
+
 // Default arguments as in CUDA's C++ API.
 inline cudaError_t cudaEventRecord(cudaEvent_t event) { return cudaEventRecord(event, nullptr); }
 inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
@@ -319,11 +331,13 @@ inline cudaError_t cudaHostAlloc(T** ptr, size_t size, unsigned int flags) {
 }
 template <class T>
 inline cudaError_t cudaFuncSetAttribute(T* entry, cudaFuncAttribute attr, int value) {
+  ::sim::detail::note_if_kernel(entry);
   return sim_cudaFuncSetAttribute(reinterpret_cast<const void*>(entry), attr, value);
 }
 // maxThreadsPerBlock is the kernel's __launch_bounds__ (1024 without), as in CUDA (sim/strict.h).
 template <class T>
 inline cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, T* entry) {
+  ::sim::detail::note_if_kernel(entry);
   return sim_cudaFuncGetAttributes(attr, reinterpret_cast<const void*>(entry));
 }
 template <class T>
@@ -356,6 +370,7 @@ inline cudaError_t cudaGetSymbolAddress(void** devPtr, const T& symbol) {
 template <class T>
 inline cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* numBlocks, T* func, int blockSize,
                                                                  size_t dynamicSMemSize) {
+  ::sim::detail::note_if_kernel(func);
   return sim_cudaOccupancyMaxActiveBlocksPerMultiprocessor(
       numBlocks, reinterpret_cast<const void*>(func), blockSize, dynamicSMemSize);
 }

@@ -1,0 +1,162 @@
+// Flags between blocks (sim/runtime/checks.cpp, "volatile flags"): the hand-off the CUDA
+// Programming Guide writes (data, __threadfence(), a volatile flag; the flag read, __threadfence(),
+// the data) and a hand-made barrier (atomic arrivals, a volatile generation) work in a cooperative
+// launch under every schedule. Emulator only: without either fence the hand-off is a global race;
+// a hand-made barrier over more blocks than can be resident is a fault naming the limit, not a hang.
+#include <string>
+#include <vector>
+
+#include "sim_test_util.h"
+
+namespace {
+
+using simtest::DeviceBuffer;
+
+__global__ void handoff_kernel(int* data, volatile unsigned* flag, int* out, int writer_fence, int reader_fence) {
+  if (threadIdx.x != 0) return;
+  if (blockIdx.x == 0) {
+    data[0] = 42;
+    if (writer_fence) __threadfence();
+    *flag = 1u;
+  } else if (blockIdx.x == 1) {
+    while (*flag == 0u) {
+    }
+    if (reader_fence) __threadfence();
+    out[0] = data[0];
+  }
+}
+
+// Every block adds to its slot, meets the others, then reads its neighbour's slot.
+__global__ void barrier_kernel(unsigned* count, volatile unsigned* generation, int* slots, int* out) {
+  const int b = int(blockIdx.x), nb = int(gridDim.x);
+  if (threadIdx.x == 0) {
+    slots[b] = 10 * b + 1;
+    const unsigned g0 = *generation;
+    __threadfence();
+    if (atomicAdd(count, 1u) == unsigned(nb) - 1u) {
+      *count = 0u;
+      __threadfence();
+      *generation = g0 + 1u;
+    } else {
+      while (*generation == g0) {
+      }
+    }
+    __threadfence();
+    out[b] = slots[(b + 1) % nb];
+  }
+}
+
+int resident(void (*k)(unsigned*, volatile unsigned*, int*, int*), int threads) {
+  int per_sm = 0, sms = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, threads, 0) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess)
+    return 0;
+  return per_sm * sms;
+}
+
+class SimFlags : public simtest::SimTest {
+#ifdef SIM_EMULATOR
+ protected:
+  void SetUp() override {
+    simtest::SimTest::SetUp();
+    saved_ = sim::racecheck();
+    sim::set_racecheck_all();
+  }
+  void TearDown() override {
+    sim::set_racecheck(saved_);
+    simtest::SimTest::TearDown();
+  }
+  bool saved_ = true;
+#endif
+};
+
+cudaError_t launch_handoff(int* data, unsigned* flag, int* out, int wf, int rf) {
+  volatile unsigned* vf = flag;
+  void* args[] = {&data, &vf, &out, &wf, &rf};
+  return cudaLaunchCooperativeKernel(handoff_kernel, dim3(2), dim3(32), args, 0, nullptr);
+}
+
+TEST_F(SimFlags, FencedHandOffThroughAVolatileFlag) {
+  simtest::for_each_schedule([&](const std::string& sched) {
+    DeviceBuffer<int> data(1), out(1);
+    DeviceBuffer<unsigned> flag(1);
+    ASSERT_CUDA_OK(flag.fill_bytes(0));
+    ASSERT_CUDA_OK(out.fill_bytes(0));
+    ASSERT_CUDA_OK(data.fill_bytes(0));
+    ASSERT_CUDA_OK(launch_handoff(data.get(), flag.get(), out.get(), 1, 1));
+    ASSERT_LAUNCH_OK();
+    EXPECT_EQ(out.download()[0], 42) << sched;
+  });
+}
+
+TEST_F(SimFlags, HandMadeBarrierInACooperativeLaunch) {
+  const int blocks = std::min(4, resident(barrier_kernel, 32));
+  ASSERT_GE(blocks, 2);
+  simtest::for_each_schedule([&](const std::string& sched) {
+    DeviceBuffer<unsigned> sync(2);
+    DeviceBuffer<int> slots(blocks), out(blocks);
+    ASSERT_CUDA_OK(sync.fill_bytes(0));
+    unsigned* count = sync.get();
+    volatile unsigned* gen = sync.get() + 1;
+    int* s = slots.get();
+    int* o = out.get();
+    void* args[] = {&count, &gen, &s, &o};
+    ASSERT_CUDA_OK(cudaLaunchCooperativeKernel(barrier_kernel, dim3(blocks), dim3(32), args, 0, nullptr));
+    ASSERT_LAUNCH_OK();
+    const std::vector<int> h = out.download();
+    for (int b = 0; b < blocks; ++b) EXPECT_EQ(h[b], 10 * ((b + 1) % blocks) + 1) << b << " " << sched;
+  });
+}
+
+#ifdef SIM_EMULATOR
+extern "C" void __asan_init() __attribute__((weak));
+#define SKIP_WITHOUT_CHECKS()                                                        \
+  do {                                                                               \
+    if (&__asan_init != nullptr) GTEST_SKIP() << "no per-access checks under ASan";  \
+  } while (0)
+
+std::string fault_of(cudaError_t* e) {
+  *e = cudaDeviceSynchronize();
+  const std::string msg = sim::last_fault();
+  sim::reset();
+  (void)cudaGetLastError();
+  return msg;
+}
+
+TEST_F(SimFlags, HandOffWithoutEitherFenceIsARace) {
+  SKIP_WITHOUT_CHECKS();
+  for (const int missing : {0, 1}) {  // 0: the writer's fence, 1: the reader's
+    cudaError_t e = cudaSuccess;
+    std::string msg;
+    {
+      DeviceBuffer<int> data(1), out(1);
+      DeviceBuffer<unsigned> flag(1);
+      (void)flag.fill_bytes(0);
+      (void)out.fill_bytes(0);
+      (void)launch_handoff(data.get(), flag.get(), out.get(), missing != 0, missing != 1);
+      msg = fault_of(&e);
+    }
+    EXPECT_EQ(e, cudaErrorLaunchFailure) << "missing fence " << missing;
+    EXPECT_NE(msg.find("global memory race (read-after-write hazard)"), std::string::npos) << msg;
+  }
+}
+
+TEST_F(SimFlags, HandMadeBarrierOverMoreBlocksThanResidentIsAFaultNotAHang) {
+  const int fit = resident(barrier_kernel, 256);
+  ASSERT_GT(fit, 0);
+  cudaError_t e = cudaSuccess;
+  std::string msg;
+  {
+    DeviceBuffer<unsigned> sync(2);
+    DeviceBuffer<int> slots(fit + 8), out(fit + 8);
+    (void)sync.fill_bytes(0);
+    barrier_kernel<<<fit + 8, 256>>>(sync.get(), sync.get() + 1, slots.get(), out.get());
+    msg = fault_of(&e);
+  }
+  EXPECT_EQ(e, cudaErrorLaunchFailure);
+  EXPECT_NE(msg.find("over more blocks than can be resident"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("= " + std::to_string(fit) + " can be resident at once"), std::string::npos) << msg;
+}
+#endif
+
+}  // namespace
