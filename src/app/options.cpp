@@ -188,8 +188,8 @@ const Spec kSpecs[] = {
      else throw BadValue{s.empty() ? "missing value" : "must be auto, on or off"};
    }},
   {"persistent", "M", "with the fused step at one rank: runs of steps as one cooperative launch each, "
-   "two grid barriers a step; on (an error where it cannot) | off (a graph replay a step) | auto (off: "
-   "the fused step measured faster on a GPU)",
+   "two grid barriers a step; on (an error where it cannot) | off (a graph replay a step) | auto (where "
+   "its plan predicts it faster than the fused step on this GPU)",
    [](const Config& c) { return std::string(persistent_name(c.persistent)); },
    [](Config& c, const std::string& v) {
      const std::string s = trim(v);

@@ -104,7 +104,7 @@ void DeviceModel<T>::enable_fused(bool on) {
 }
 
 template <class T>
-std::string DeviceModel<T>::enable_persistent(bool on, int B) {
+std::string DeviceModel<T>::enable_persistent(bool on, int B, bool only_if_predicted_faster) {
   persistent_ = false;
   if (!on) return "";
   if (!fused_) return "it needs the fused step";
@@ -117,6 +117,8 @@ std::string DeviceModel<T>::enable_persistent(bool on, int B) {
     return "its partial sums would take " + std::to_string(plan.scratch * sizeof(T) >> 20) + " MiB (at most " +
            std::to_string(kPersistentMaxScratch >> 20) + ")";
   if (lay_.C > kLayer2MaxClasses) return "it handles at most " + std::to_string(kLayer2MaxClasses) + " classes";
+  if (only_if_predicted_faster && !persistent_predicted_faster(plan))
+    return "its plan predicts no gain over the fused step on this device";
   pplan_ = plan;
   pscratch_ = DeviceBuffer<T>(plan.scratch);
   pdz1_ = DeviceBuffer<T>(std::size_t(lay_.H) * B);

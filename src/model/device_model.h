@@ -128,7 +128,7 @@ class DeviceModel {
   // pass's partial sums would need more than kPersistentMaxScratch bytes). persistent_steps runs
   // `steps` steps of batches of B from order[offset] (the last may be short, at the shard's end),
   // each stepping the parameters in place; the loss and hits accumulate as fused_step's.
-  std::string enable_persistent(bool on, int B);
+  std::string enable_persistent(bool on, int B, bool only_if_predicted_faster = false);
   bool persistent() const { return persistent_; }
   const PersistentPlan& persistent_plan() const { return pplan_; }
   void persistent_steps(std::size_t offset, int steps, int B, T reg, T lr);

@@ -43,8 +43,9 @@ enum class Fused { Auto, On, Off };
 const char* fused_name(Fused f);
 
 // --persistent: a lone rank's fused steps as runs of steps in one cooperative launch each
-// (kernels/ops/persistent_step.h). Auto: off, the fused step (it was the faster of the two on an
-// H200: docs/performance.md); On: wherever the device and shape allow it, an error elsewhere.
+// (kernels/ops/persistent_step.h). Auto: where the plan's model predicts it faster than the fused
+// step on this device (setup.cpp's resolve_persistent), else the fused step; On: wherever the
+// device and shape allow it, an error elsewhere.
 enum class Persistent { Auto, On, Off };
 const char* persistent_name(Persistent p);
 // --exchange-chunk: layer 1's gradient in pieces of this many bytes through the host-staged

@@ -20,13 +20,16 @@ cd "$(dirname "$0")/../.."
 CUDA_DIR=${1:-build/cuda}
 KIT=${2:-.gpukit}
 die() { echo "gpu_kit: error: $*" >&2; exit 1; }
-for b in nn_tests nn_train gemm_bench exchange_parts; do [ -x "$CUDA_DIR/bin/$b" ] || die "$CUDA_DIR/bin/$b not built (make cuda)"; done
+# KIT_BINS: the programs to pack (the kit and the repository travel together under a size limit on
+# some machines: leave out what a session does not run, e.g. KIT_BINS='nn_tests nn_train exchange_parts').
+KIT_BINS=${KIT_BINS:-nn_tests nn_train gemm_bench exchange_parts}
+for b in $KIT_BINS; do [ -x "$CUDA_DIR/bin/$b" ] || die "$CUDA_DIR/bin/$b not built (make cuda)"; done
 [ -d data/current ] || die "data/current missing (make data)"
 
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib" "$stage/ompi" "$stage/data"
-for b in nn_tests nn_train gemm_bench exchange_parts; do strip --strip-debug -o "$stage/bin/$b" "$CUDA_DIR/bin/$b"; done
+for b in $KIT_BINS; do strip --strip-debug -o "$stage/bin/$b" "$CUDA_DIR/bin/$b"; done
 # The tensor-core and FP32 limits (bench/tc_peak.cu), where built.
 [ -x "$CUDA_DIR/bin/tc_peak" ] && strip --strip-debug -o "$stage/bin/tc_peak" "$CUDA_DIR/bin/tc_peak"
 
@@ -61,7 +64,10 @@ done
 # The C++ runtime, used there only if the machine's own is older than the one we built with.
 mkdir -p "$stage/lib-compat"
 for n in libstdc++.so.6 libgcc_s.so.1; do cp -L "$(ldconfig -p | awk -v n="$n" '$1 == n && /x86-64/ {print $NF; exit}')" "$stage/lib-compat/"; done
-cp -L data/current/*-idx?-ubyte* "$stage/data/"
+# The IDX files uncompressed: xz packs the raw bytes a fifth smaller than it packs their gzip.
+for f in data/current/*-idx?-ubyte*; do
+  case $f in *.gz) gzip -dc "$f" >"$stage/data/$(basename "${f%.gz}")" ;; *) cp -L "$f" "$stage/data/" ;; esac
+done
 mkdir -p "$KIT"
 rm -f "$KIT"/kit.t*
 XZ_OPT=${XZ_OPT:-'-9e -T0'} tar -C "$stage" -cJf "$KIT/kit.txz" .

@@ -141,6 +141,7 @@ summarise() {
     persist2_probe*) { grep -h '^# persistent probe' "$LOGS/$1.txt" 2>/dev/null | tail -1 | sed 's/.*us://' | cut -c1-200; } ;;
     persist2_sanitize*) { grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|SYNCCHECK SUMMARY|test precision' "$f" | sort | uniq -c | tr '\n' ' ' | cut -c1-200; } ;;
     persist2_ncu*) { grep -E '"gpu__time_duration.sum"|Duration|Registers Per|Achieved Occupancy' "$f" | head -4 | tr -s ' ' | tr '\n' ';' | cut -c1-200; } ;;
+    xchg_*|gemm5w_*) { grep -iE 'test precision|verif|^exchange:|^epoch +[0-9]+' "$f" | tail -2 | tr '\n' ' ' | cut -c1-200; } ;;
     persist2_*|pdl_*) { grep -iE 'test (precision|accuracy)|verif|max.*diff|^step:|--persistent on:' "$f" | tail -3 | tr '\n' ' ' | cut -c1-200; } ;;
     persist_tests) { grep -E '^\[  (PASSED|FAILED)  \]|tests? ran|Failure' "$f" | head -4 | tr '\n' ' ' | cut -c1-200; } ;;
     persist_sanitize*) { grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^\[  (PASSED|FAILED)' "$f" | sort | uniq -c | tr '\n' ' ' | cut -c1-200; } ;;
@@ -179,6 +180,75 @@ for hb in 256:100 512:800 1024:1000 1024:3000; do
   step "persist2_v1_train_${hb/:/_}" 45 "${ONE[@]}" NN_PERSISTENT_VARIANT=1 "$BIN/nn_train" "${P2[@]}" \
     --persistent on --metrics "$LOGS/persist2_v1_train_${hb/:/_}.csv"
 done
+for hb in 256:100 512:800 1024:1000 1024:3000; do
+  PD=(--data data/current --hidden "${hb%:*}" --batch "${hb#*:}" --lr 0.5 --reg 1e-4 --epochs 4 --persistent off)
+  step "pdl_on_${hb/:/_}" 30 "${ONE[@]}" "$BIN/nn_train" "${PD[@]}" --metrics "$LOGS/pdl_on_${hb/:/_}.csv"
+  step "pdl_off_${hb/:/_}" 30 "${ONE[@]}" NN_PDL=0 "$BIN/nn_train" "${PD[@]}" --metrics "$LOGS/pdl_off_${hb/:/_}.csv"
+done
+# 0e. The staged exchange in pieces (--exchange-chunk: layer 1's piece i summed while piece i + 1
+#     is copied down and piece i - 1 up) against one piece, 2 ranks sharing the one GPU (so a rank's
+#     copies and kernels wait for the other process's: these runs compare the two exchanges, they do
+#     not show two GPUs), --report's exchange beside the compute; --verify with pieces at 2 ranks.
+for hb in 256:100 1024:1000 1024:3000; do
+  XC=(--data data/current --hidden "${hb%:*}" --batch "${hb#*:}" --lr 0.5 --reg 1e-4 --epochs 3)
+  for chunk in 0 auto; do
+    step "xchg_${chunk}_${hb/:/_}_np2" 40 "${KITENV[@]}" OMP_NUM_THREADS=1 "$MPIRUN" -np 2 "$BIN/nn_train" "${XC[@]}" \
+      --exchange-chunk "$chunk" --metrics "$LOGS/xchg_${chunk}_${hb/:/_}_np2.csv" --report "$LOGS/xchg_${chunk}_${hb/:/_}_np2.json"
+  done
+done
+step xchg_verify_np2 60 "${KITENV[@]}" OMP_NUM_THREADS=1 "$MPIRUN" -np 2 "$BIN/nn_train" "${TRAIN[@]}" --epochs 1 \
+  --exchange-chunk 65536 --verify
+# 0g. --gemm 5 with variant 5's wgmma kernel in its plan (NN_TF32_WGMMA=1) and without, and the
+#     default --gemm 4, training at the H = 1024 shapes (what decides variant 5's default on sm_90).
+for hb in 1024:1000 1024:3000; do
+  G5=(--data data/current --hidden "${hb%:*}" --batch "${hb#*:}" --lr 0.5 --reg 1e-4 --epochs 4)
+  step "gemm5w_wgmma_${hb/:/_}" 30 "${ONE[@]}" NN_TF32_WGMMA=1 "$BIN/nn_train" "${G5[@]}" --gemm 5 \
+    --metrics "$LOGS/gemm5w_wgmma_${hb/:/_}.csv"
+  step "gemm5w_mma_${hb/:/_}" 30 "${ONE[@]}" "$BIN/nn_train" "${G5[@]}" --gemm 5 --metrics "$LOGS/gemm5w_mma_${hb/:/_}.csv"
+done
+# 0q. The peer comparison, same GPU, same data and hyperparameters, 4 epochs each
+#     (bench/peers_gpu_table.py takes the median of epochs 2-4), at four shapes: ours (the
+#     default, the fused step where it applies, and --fused off) against the strongest peers,
+#     JAX with the epoch in one jitted lax.scan and with a jitted step per batch (precision
+#     HIGHEST: FP32, no TF32; peer_jax_check first checks a step against float64 numpy on the
+#     GPU, which TF32 would fail), PyTorch with the whole step, optimizer included, in one CUDA
+#     graph, and PyTorch eager (TF32 off). Each peer run is mostly startup (imports, CUDA, XLA's
+#     compile and autotuning, the graph capture): its `startup_seconds:` line says how much.
+#     The table (ms per epoch, ours / peer, the FP32 limit of each shape) goes to OUT/peers_gpu.md.
+#     Expected, per shape: ours 2 x 1-2 s, each peer about 8-17 s (mostly startup): 3-3.5 min in
+#     all; PEER_BUDGET caps the block.
+PEER_BUDGET=${PEER_BUDGET:-240}
+peer_t0=$SECONDS
+peer_step() {  # step NAME LIMIT CMD..., within what is left of PEER_BUDGET
+  local name=$1 limit=$2 left=$((PEER_BUDGET - (SECONDS - peer_t0)))
+  shift 2
+  if [ "$left" -lt 10 ]; then
+    known+=("$name")
+    selected "$name" && rows+=("$(printf '%-28s %-8s %5s  %s' "$name" skipped - "PEER_BUDGET spent")")
+    return 0
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
+  step "$name" "$limit" "$@"
+}
+peer_step peer_jax_check 45 "$PY" bench/peer_jax.py --check --device gpu --mode step
+for hb in 256:100 512:800 1024:1000 1024:3000; do
+  s=${hb/:/_}
+  PEER=(--data data/current --hidden "${hb%:*}" --batch "${hb#*:}" --lr 0.5 --reg 1e-4 --epochs 4)
+  peer_step "peer_ours_$s" 20 "${ONE[@]}" "$BIN/nn_train" "${PEER[@]}" --metrics "$LOGS/peer_ours_$s.csv"
+  peer_step "peer_ours_fused_$s" 20 "${ONE[@]}" "$BIN/nn_train" "${PEER[@]}" --persistent off \
+    --metrics "$LOGS/peer_ours_fused_$s.csv"
+  peer_step "peer_ours_persistent_$s" 20 "${ONE[@]}" "$BIN/nn_train" "${PEER[@]}" --persistent on \
+    --metrics "$LOGS/peer_ours_persistent_$s.csv"
+  peer_step "peer_ours_unfused_$s" 20 "${ONE[@]}" "$BIN/nn_train" "${PEER[@]}" --fused off \
+    --metrics "$LOGS/peer_ours_unfused_$s.csv"
+  peer_step "peer_jax_scan_$s" 45 "$PY" bench/peer_jax.py "${PEER[@]}" --device gpu --mode scan
+  peer_step "peer_jax_step_$s" 45 "$PY" bench/peer_jax.py "${PEER[@]}" --device gpu --mode step
+  peer_step "peer_torch_graph_$s" 45 "$PY" bench/peer_torch.py "${PEER[@]}" --device cuda --cuda-graph
+  peer_step "peer_torch_eager_$s" 45 "$PY" bench/peer_torch.py "${PEER[@]}" --device cuda
+done
+step peer_table 20 "$PY" bench/peers_gpu_table.py "$LOGS" --out "$LOGS/peers_gpu.md" --csv "$LOGS/peers_gpu.csv"
+[ -s "$LOGS/peers_gpu.md" ] && cp "$LOGS/peers_gpu.md" "$OUT/"
+# 0t. The second persistent kernel under compute-sanitizer and Nsight Compute (0s says what).
 if [ -n "$CS" ]; then
   for tool in memcheck racecheck synccheck; do
     step "persist2_sanitize_$tool" 150 "${ONE[@]}" "$CS" --tool "$tool" --error-exitcode 99 --print-limit 20 \
@@ -192,11 +262,6 @@ if [ -n "$NCU" ]; then
     --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis --metrics gpu__time_duration.sum \
     "$BIN/nn_train" "${TRAIN[@]}" --persistent on --epochs 1 --train-size 20000
 fi
-for hb in 256:100 512:800 1024:1000 1024:3000; do
-  PD=(--data data/current --hidden "${hb%:*}" --batch "${hb#*:}" --lr 0.5 --reg 1e-4 --epochs 4 --persistent off)
-  step "pdl_on_${hb/:/_}" 30 "${ONE[@]}" "$BIN/nn_train" "${PD[@]}" --metrics "$LOGS/pdl_on_${hb/:/_}.csv"
-  step "pdl_off_${hb/:/_}" 30 "${ONE[@]}" NN_PDL=0 "$BIN/nn_train" "${PD[@]}" --metrics "$LOGS/pdl_off_${hb/:/_}.csv"
-done
 # 0. GEMM variant 5 (tensor cores at FP32 accuracy, 3xTF32): its tests (the
 #    TF32 rounding against the hardware, accuracy against float64 beside variant 4 and plain
 #    TF32, every op/epilogue case, the gathered B and the step epilogue); the GEMM lab against
@@ -397,48 +462,6 @@ for hb in 512:800 1024:3000; do
   SHAPE=(--data data/current --hidden "${hb%:*}" --batch "${hb#*:}" --lr 0.5 --reg 1e-4 --epochs 4)
   step "train_${hb/:/_}" 60 "${ONE[@]}" "$BIN/nn_train" "${SHAPE[@]}" --metrics "$LOGS/ours_gpu_${hb/:/_}.csv"
 done
-# 3b. The peer comparison, same GPU, same data and hyperparameters, 4 epochs each
-#     (bench/peers_gpu_table.py takes the median of epochs 2-4), at four shapes: ours (the
-#     default, the fused step where it applies, and --fused off) against the strongest peers,
-#     JAX with the epoch in one jitted lax.scan and with a jitted step per batch (precision
-#     HIGHEST: FP32, no TF32; peer_jax_check first checks a step against float64 numpy on the
-#     GPU, which TF32 would fail), PyTorch with the whole step, optimizer included, in one CUDA
-#     graph, and PyTorch eager (TF32 off). Each peer run is mostly startup (imports, CUDA, XLA's
-#     compile and autotuning, the graph capture): its `startup_seconds:` line says how much.
-#     The table (ms per epoch, ours / peer, the FP32 limit of each shape) goes to OUT/peers_gpu.md.
-#     Expected, per shape: ours 2 x 1-2 s, each peer about 8-17 s (mostly startup): 3-3.5 min in
-#     all; PEER_BUDGET caps the block.
-PEER_BUDGET=${PEER_BUDGET:-240}
-peer_t0=$SECONDS
-peer_step() {  # step NAME LIMIT CMD..., within what is left of PEER_BUDGET
-  local name=$1 limit=$2 left=$((PEER_BUDGET - (SECONDS - peer_t0)))
-  shift 2
-  if [ "$left" -lt 10 ]; then
-    known+=("$name")
-    selected "$name" && rows+=("$(printf '%-28s %-8s %5s  %s' "$name" skipped - "PEER_BUDGET spent")")
-    return 0
-  fi
-  [ "$limit" -gt "$left" ] && limit=$left
-  step "$name" "$limit" "$@"
-}
-peer_step peer_jax_check 45 "$PY" bench/peer_jax.py --check --device gpu --mode step
-for hb in 256:100 512:800 1024:1000 1024:3000; do
-  s=${hb/:/_}
-  PEER=(--data data/current --hidden "${hb%:*}" --batch "${hb#*:}" --lr 0.5 --reg 1e-4 --epochs 4)
-  peer_step "peer_ours_$s" 20 "${ONE[@]}" "$BIN/nn_train" "${PEER[@]}" --metrics "$LOGS/peer_ours_$s.csv"
-  peer_step "peer_ours_fused_$s" 20 "${ONE[@]}" "$BIN/nn_train" "${PEER[@]}" --persistent off \
-    --metrics "$LOGS/peer_ours_fused_$s.csv"
-  peer_step "peer_ours_persistent_$s" 20 "${ONE[@]}" "$BIN/nn_train" "${PEER[@]}" --persistent on \
-    --metrics "$LOGS/peer_ours_persistent_$s.csv"
-  peer_step "peer_ours_unfused_$s" 20 "${ONE[@]}" "$BIN/nn_train" "${PEER[@]}" --fused off \
-    --metrics "$LOGS/peer_ours_unfused_$s.csv"
-  peer_step "peer_jax_scan_$s" 45 "$PY" bench/peer_jax.py "${PEER[@]}" --device gpu --mode scan
-  peer_step "peer_jax_step_$s" 45 "$PY" bench/peer_jax.py "${PEER[@]}" --device gpu --mode step
-  peer_step "peer_torch_graph_$s" 45 "$PY" bench/peer_torch.py "${PEER[@]}" --device cuda --cuda-graph
-  peer_step "peer_torch_eager_$s" 45 "$PY" bench/peer_torch.py "${PEER[@]}" --device cuda
-done
-step peer_table 20 "$PY" bench/peers_gpu_table.py "$LOGS" --out "$LOGS/peers_gpu.md" --csv "$LOGS/peers_gpu.csv"
-[ -s "$LOGS/peers_gpu.md" ] && cp "$LOGS/peers_gpu.md" "$OUT/"
 # 4. The GEMM lab: every variant validated against cuBLAS, then timed (and variant 4's tile configs).
 step gemm_bench 100 "${KITENV[@]}" "$BIN/gemm_bench" --configs --repeats 30 --csv "$LOGS/gemm_gpu.csv"
 #    Every configuration at 1-16 k-slices at the trainer's shapes (warptile_plan's input).
