@@ -309,7 +309,9 @@ SAN_ENV = ASAN_OPTIONS=intercept_strchr=0:detect_leaks=
 # Each rank count runs under a different emulator thread order, so one `make test`
 # covers forward, reverse and seeded-random schedules; the 1-rank run uses two emulator
 # workers (blocks on two OS threads, as `make run` does on a 2-core machine) (tests that depend on the order
-# also loop over all three themselves).
+# also loop over all three themselves). The 2-rank run turns programmatic dependent launch on
+# (NN_PDL=1; off by default, kernels/common/pdl.cu), so the trainer's PDL launches run under the
+# emulator's hazard checks too.
 # Every run uses the emulator's default lazy streams (sim/runtime/lazy.cpp): work on
 # created streams runs only when a wait or sync forces it, so a missing one shows as wrong
 # data, and event/stream queries answer "not ready" while work is pending. SIM_STREAMS=sync
@@ -348,10 +350,11 @@ test-cpu: $(CPU_TESTS)
 	@set -e; first=$(firstword $(NP_LIST)); for np in $(NP_LIST); do \
 	  case $$np in 1) order=forward;; 2) order=reverse;; *) order=random;; esac; \
 	  workers=$$( [ $$np = 1 ] && echo 2 || echo 1 ); \
+	  pdl=$$( [ $$np = 2 ] && echo 1 || echo 0 ); \
 	  if [ $$np = $$first ]; then which="every test"; filter=; \
 	  else which="the collective tests (tests/comm, tests/train)"; filter="--gtest_filter=$(RANK_FILTER)"; fi; \
-	  echo "== $(CPU_TESTS) (emulator), $$which, at $$np MPI rank(s), SIM_ORDER=$$order SIM_SEED=$$np SIM_WORKERS=$$workers SIM_STREAMS=$${SIM_STREAMS:-lazy} =="; \
-	  $(MPI_ENV) SIM_ORDER=$$order SIM_SEED=$$np SIM_WORKERS=$$workers $(if $(filter 1,$(SANITIZE)),$(SAN_ENV)$$((np == 1))) \
+	  echo "== $(CPU_TESTS) (emulator), $$which, at $$np MPI rank(s), SIM_ORDER=$$order SIM_SEED=$$np SIM_WORKERS=$$workers SIM_STREAMS=$${SIM_STREAMS:-lazy} NN_PDL=$$pdl =="; \
+	  $(MPI_ENV) SIM_ORDER=$$order SIM_SEED=$$np SIM_WORKERS=$$workers NN_PDL=$$pdl $(if $(filter 1,$(SANITIZE)),$(SAN_ENV)$$((np == 1))) \
 	    $(MPIRUN) $(MPIRUN_FLAGS) -np $$np $(CPU_TESTS) $$filter $(TEST_ARGS); \
 	done
 # The elementwise and reduction kernels (tests/kernels/test_ops*.cpp) once more, with the CUDA

@@ -62,8 +62,8 @@ struct PersistentPlan {
 // 2's tile.
 template <class T>
 PersistentPlan persistent_plan(int D, int H, int B, int device = 0);
-// A plan with a given variant, grid and tile (tile_h 0: the variant's choice); blocks = 0 when it
-// does not fit. For tests and benchmarks.
+// A plan with a given variant, grid and tile (tile_h 0, and for variant 2 tile_d 0: the plan's
+// choice); blocks = 0 when it does not fit. For tests and benchmarks.
 template <class T>
 PersistentPlan persistent_plan_with(int D, int H, int B, int variant, int blocks, int tile_d, int tile_h = 0,
                                     int device = 0);

@@ -141,6 +141,7 @@ summarise() {
     persist2_probe*) { grep -h '^# persistent probe' "$LOGS/$1.txt" 2>/dev/null | tail -1 | sed 's/.*us://' | cut -c1-200; } ;;
     persist2_sanitize*) { grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|SYNCCHECK SUMMARY|test precision' "$f" | sort | uniq -c | tr '\n' ' ' | cut -c1-200; } ;;
     persist2_ncu*) { grep -E '"gpu__time_duration.sum"|Duration|Registers Per|Achieved Occupancy' "$f" | head -4 | tr -s ' ' | tr '\n' ';' | cut -c1-200; } ;;
+    check_*|sweep_*) { grep -iE 'test precision|^epoch +4' "$f" | tail -2 | tr '\n' ' ' | cut -c1-200; } ;;
     xchg_*|gemm5w_*) { grep -iE 'test precision|verif|^exchange:|^epoch +[0-9]+' "$f" | tail -2 | tr '\n' ' ' | cut -c1-200; } ;;
     persist2_*|pdl_*) { grep -iE 'test (precision|accuracy)|verif|max.*diff|^step:|--persistent on:' "$f" | tail -3 | tr '\n' ' ' | cut -c1-200; } ;;
     persist_tests) { grep -E '^\[  (PASSED|FAILED)  \]|tests? ran|Failure' "$f" | head -4 | tr '\n' ' ' | cut -c1-200; } ;;
@@ -185,6 +186,35 @@ for hb in 256:100 512:800 1024:1000 1024:3000; do
   step "pdl_on_${hb/:/_}" 30 "${ONE[@]}" "$BIN/nn_train" "${PD[@]}" --metrics "$LOGS/pdl_on_${hb/:/_}.csv"
   step "pdl_off_${hb/:/_}" 30 "${ONE[@]}" NN_PDL=0 "$BIN/nn_train" "${PD[@]}" --metrics "$LOGS/pdl_off_${hb/:/_}.csv"
 done
+# 0z. A second look at what decides the defaults: the persistent step's tiles at 256:100
+#     (NN_PERSISTENT_TILE: one block a batch column against taller tiles with fewer slices), PDL on
+#     and off twice more at 512:800 and 1024:1000 (run to run spread), --gemm 5 against 4 with the
+#     fused step at 256:100 and 512:800.
+for tile in 16x100 32x52 64x24; do
+  step "sweep_tile_${tile}_256_100" 30 "${ONE[@]}" NN_PERSISTENT_TILE="$tile" "$BIN/nn_train" "${TRAIN[@]}" --epochs 4 \
+    --persistent on --metrics "$LOGS/sweep_tile_${tile}_256_100.csv"
+done
+for rep in 1 2; do
+  for hb in 512:800 1024:1000; do
+    SW=(--data data/current --hidden "${hb%:*}" --batch "${hb#*:}" --lr 0.5 --reg 1e-4 --epochs 4 --persistent off)
+    step "sweep_pdl1_${hb/:/_}_r$rep" 30 "${ONE[@]}" NN_PDL=1 "$BIN/nn_train" "${SW[@]}" --metrics "$LOGS/sweep_pdl1_${hb/:/_}_r$rep.csv"
+    step "sweep_pdl0_${hb/:/_}_r$rep" 30 "${ONE[@]}" NN_PDL=0 "$BIN/nn_train" "${SW[@]}" --metrics "$LOGS/sweep_pdl0_${hb/:/_}_r$rep.csv"
+  done
+done
+for hb in 256:100 512:800; do
+  SW=(--data data/current --hidden "${hb%:*}" --batch "${hb#*:}" --lr 0.5 --reg 1e-4 --epochs 4 --persistent off)
+  step "sweep_gemm5_${hb/:/_}" 30 "${ONE[@]}" NN_PDL=0 "$BIN/nn_train" "${SW[@]}" --gemm 5 --metrics "$LOGS/sweep_gemm5_${hb/:/_}.csv"
+  step "sweep_gemm4_${hb/:/_}" 30 "${ONE[@]}" NN_PDL=0 "$BIN/nn_train" "${SW[@]}" --gemm 4 --metrics "$LOGS/sweep_gemm4_${hb/:/_}.csv"
+done
+# 0y. The persistent step as --persistent auto plans it (the model with its terms fitted to the
+#     tiles measured at 256:100) beside the tiles it weighs, and auto at 512:800.
+step check_auto_256_100 30 "${ONE[@]}" "$BIN/nn_train" "${TRAIN[@]}" --epochs 4 --metrics "$LOGS/check_auto_256_100.csv"
+for tile in 64x28 32x52; do
+  step "check_tile_${tile}_256_100" 30 "${ONE[@]}" NN_PERSISTENT_TILE="$tile" "$BIN/nn_train" "${TRAIN[@]}" --epochs 4 \
+    --persistent on --metrics "$LOGS/check_tile_${tile}_256_100.csv"
+done
+step check_auto_512_800 30 "${ONE[@]}" "$BIN/nn_train" --data data/current --hidden 512 --batch 800 --lr 0.5 --reg 1e-4 \
+  --epochs 4 --metrics "$LOGS/check_auto_512_800.csv"
 # 0e. The staged exchange in pieces (--exchange-chunk: layer 1's piece i summed while piece i + 1
 #     is copied down and piece i - 1 up) against one piece, 2 ranks sharing the one GPU (so a rank's
 #     copies and kernels wait for the other process's: these runs compare the two exchanges, they do

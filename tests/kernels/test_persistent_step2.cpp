@@ -103,6 +103,19 @@ TEST(PersistentPlan, ModelAgainstTheFusedStepOn132Blocks) {
   }
 }
 
+// The plan's own choice on an H200's grid: at 256:100 the tile measured fastest there (32 rows x
+// 52 inputs; persistent_plan.cu has the run) and a predicted gain, so --persistent auto runs it;
+// at 512:800, where the persistent step measured slower than the fused step, no predicted gain.
+TEST(PersistentPlan, AutoChoosesTheMeasuredTileAndOnlyWhereItGains) {
+  const nn::PersistentPlan p256 = nn::persistent_plan_with<float>(784, 256, 100, 2, 132, 0);
+  ASSERT_GT(p256.blocks, 0);
+  EXPECT_EQ(p256.tile_h, 32);
+  EXPECT_EQ(p256.tile_d, 52);
+  EXPECT_TRUE(nn::persistent_predicted_faster(p256));
+  const nn::PersistentPlan p512 = nn::persistent_plan_with<float>(784, 512, 800, 2, 132, 0);
+  EXPECT_FALSE(p512.blocks > 0 && nn::persistent_predicted_faster(p512));
+}
+
 TEST(PersistentProbe, WritesEveryPhaseOfEveryStep) {
   const std::string file = testing::TempDir() + "persistent_probe.txt";
   std::remove(file.c_str());
