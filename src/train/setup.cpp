@@ -73,13 +73,20 @@ Images scatter_shards(const ShardPlan& plan, const HostData& data, bool mp) {
 }
 
 // --persistent resolved: on where asked (an error where it cannot); auto on where the plan's model
-// predicts the persistent step faster than the fused step on this device (persistent_plan.cu:
-// at one rank with the fused step; docs/performance.md has what it measured), else off.
+// predicts the persistent step faster than the fused step on this GPU (persistent_plan.cu: at one
+// rank with the fused step; docs/performance.md has what it measured), else off. The model
+// predicts a GPU's time: auto is off in the emulator build and on GPGPU-Sim.
 template <class T, class Model>
 bool resolve_persistent(const Config& cfg, Setup<T, Model>& s, int p) {
   if (cfg.persistent == Persistent::Off) return false;
-  if (cfg.persistent == Persistent::Auto)
+  if (cfg.persistent == Persistent::Auto) {
+#ifdef SIM_EMULATOR
+    return false;
+#else
+    if (s.device_name.rfind("GPGPU-Sim", 0) == 0) return false;
     return fused_in_use(cfg) && p == 1 && s.model->enable_persistent(true, s.max_part, true).empty();
+#endif
+  }
   std::string why;
   if (!fused_in_use(cfg)) why = "it needs the fused step (--gemm 4 or 5, --fused not off, data parallel)";
   else if (p != 1) why = "it runs at one rank only (with several, each step's gradient goes through MPI_Allreduce)";

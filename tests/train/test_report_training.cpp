@@ -38,6 +38,7 @@ Config report_config(const std::string& report) {
   c.val_fraction = 0.1;
   c.seed = 3;
   c.report = report;
+  c.persistent = Persistent::Off;  // the fused step's phases and kernels, in every build
   return c;
 }
 
