@@ -16,23 +16,12 @@
 #include <vector>
 
 #include "comm/comm.h"
-#include "comm/mpi_buffer.h"
 #include "comm/mpi_check.h"
 
 namespace nn::comm {
-namespace {
 
 using detail::check;
 using detail::kMaxCount;
-
-
-
-template <class T>
-MPI_Datatype mpi_type() {
-  return sizeof(T) == sizeof(double) ? MPI_DOUBLE : MPI_FLOAT;
-}
-
-}  // namespace
 
 std::vector<double> gather_to_root(const std::vector<double>& mine) {
   int p = 1, r = 0;
