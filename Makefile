@@ -181,7 +181,10 @@ $(NVTX_RECORDER): tests/nvtx/nvtx_recorder.cpp | $(call need,toolchain) $(CPU_DI
 # ---- CUDA build ----------------------------------------------------------------------
 include make/cuda_arch.mk
 CUDA_CXXFLAGS := $(CXXFLAGS_COMMON) $(or $(DEPS_CUDA_INC),-I$(CUDA_HOME)/include)
-NVCCFLAGS     := -std=c++20 $(if $(filter 1,$(DEBUG)),-G -O0,-O3 -lineinfo) $(DEFS) $(INCLUDES) \
+# The dependencies' headers as g++ gets them (-isystem for a prefix, build/deps.mk): nvcc then finds
+# them without CPATH (Spack-style modules) and prints no warnings from their macros (GoogleTest's
+# TEST gave warning #177-D once per test where CPATH made it an ordinary include directory).
+NVCCFLAGS     := -std=c++20 $(if $(filter 1,$(DEBUG)),-G -O0,-O3 -lineinfo) $(DEFS) $(INCLUDES) $(DEPS_CPPFLAGS) $(CPPFLAGS) \
                  $(or $(DEPS_CUDA_INC),-I$(CUDA_HOME)/include) $(CUDA_GENCODE) -ccbin $(CXX) -MMD -MP \
                  -Xcompiler "$(WARN)" $(NVCC_EXTRA)
 # SANITIZE=1 instruments the host-only objects, not the CUDA build: it then compiles its own.

@@ -159,15 +159,32 @@ nn_signal_launcher() {
 
 # nn_launch NP PROGRAM [ARGS...]: NP ranks of PROGRAM with the chosen launcher (in the
 # background with NN_LAUNCH_BG=1, see _nn_exec); returns the launcher's status.
+# The job's GPUs (tested by tests/multinode/slurm.sh, nodes with gres.conf GPUs):
+#   srun      with --gpus-per-task=1 each task gets its own GPU (Slurm binds them per task);
+#             with --gpus-per-task=0 --gres=gpu:N the step runs without SLURM_GPUS_PER_TASK,
+#             which srun would read as "no GPU per task", so every task sees its node's N GPUs.
+#   mpirun    Open MPI starts its daemon on each other node with a one-task srun step, which
+#             would get one GPU (--gpus-per-task=1) or none: that step asks for as many GPUs
+#             as the job has on this node (--gpus-per-node, through Open MPI's plm_slurm_args;
+#             nodes with the same count, as --ntasks-per-node gives), and every rank takes
+#             local rank % GPUs, as on the first node.
+#   NN_STEP_GPUS=none (test.sbatch's emulator runs): the ranks are bound to none of the job's
+#             GPUs: srun --gres=none; mpirun without CUDA_VISIBLE_DEVICES, its daemons' steps
+#             with --gres=none (Open MPI's plm_slurm_args).
 nn_launch() {
   local np=$1
   shift
-  local -a flags=()
+  local -a flags=() genv=()
   if [ -n "${SLURM_NTASKS:-}" ] && [ "$np" -gt "$SLURM_NTASKS" ]; then
     nn_die "$np ranks asked for, but the job has $SLURM_NTASKS tasks: submit with --ntasks=$np"
   fi
   if [ "$LAUNCHER" = srun ]; then
     [ -n "${SRUN_MPI:-}" ] && flags+=("--mpi=$SRUN_MPI")
+    if [ "${NN_STEP_GPUS:-}" = none ]; then
+      flags+=(--gres=none)
+    elif [ "${SLURM_GPUS_PER_TASK:-}" = 0 ]; then
+      genv=(-u SLURM_GPUS_PER_TASK)
+    fi
     # The job's cores per task for each task of the step: srun no longer takes them from
     # SLURM_CPUS_PER_TASK (Slurm 22.05 and later), and would give each task one CPU, so a
     # --device cpu rank would run its BLAS threads on one core.
@@ -177,7 +194,7 @@ nn_launch() {
     esac
     # shellcheck disable=SC2206  # SRUN_FLAGS is a list of options, split on purpose
     flags+=(${SRUN_FLAGS:-})
-    echo "+ srun --ntasks=$np${flags[*]:+ ${flags[*]}} $*"
+    echo "+ ${genv[*]:+env ${genv[*]} }srun --ntasks=$np${flags[*]:+ ${flags[*]}} $*"
     # Open MPI's session directory: one of this launch's own, as slurm/mpirun.sh makes for
     # mpirun (two jobs' steps on one node could otherwise collide on the shared one). Other
     # nodes create it themselves and keep it, empty, after the step.
@@ -185,7 +202,7 @@ nn_launch() {
     if [ -z "${OMPI_MCA_orte_tmpdir_base:-}" ]; then
       private=$(mktemp -d "${TMPDIR:-/tmp}/nn-ompi.XXXXXX") || nn_die "cannot create a directory under ${TMPDIR:-/tmp}"
     fi
-    _nn_exec env OMPI_MCA_orte_tmpdir_base="${OMPI_MCA_orte_tmpdir_base:-$private}" \
+    _nn_exec env "${genv[@]}" OMPI_MCA_orte_tmpdir_base="${OMPI_MCA_orte_tmpdir_base:-$private}" \
       srun --ntasks="$np" "${flags[@]}" "$@" || status=$?
     [ -z "$private" ] || rm -rf "$private"
     return "$status"
@@ -196,7 +213,12 @@ nn_launch() {
       "$MPIRUN" --version 2>&1 | grep -q 'Open MPI'; then
       flags+=(--oversubscribe)
     fi
-    echo "+ $MPIRUN -np $np${flags[*]:+ ${flags[*]}} $*"
-    _nn_exec "$MPIRUN" -np "$np" "${flags[@]}" "$@"
+    if [ -n "${SLURM_JOB_ID:-}" ] && [ "${NN_STEP_GPUS:-}" = none ]; then
+      genv=(-u CUDA_VISIBLE_DEVICES OMPI_MCA_plm_slurm_args="${OMPI_MCA_plm_slurm_args:+$OMPI_MCA_plm_slurm_args }--gres=none")
+    elif [ -n "${SLURM_JOB_ID:-}" ] && [ "${SLURM_GPUS_ON_NODE:-0}" != 0 ]; then
+      genv=(-u SLURM_GPUS_PER_TASK OMPI_MCA_plm_slurm_args="${OMPI_MCA_plm_slurm_args:+$OMPI_MCA_plm_slurm_args }--gpus-per-node=$SLURM_GPUS_ON_NODE")
+    fi
+    echo "+ ${genv[*]:+env ${genv[*]} }$MPIRUN -np $np${flags[*]:+ ${flags[*]}} $*"
+    _nn_exec env "${genv[@]}" "$MPIRUN" -np "$np" "${flags[@]}" "$@"
   fi
 }

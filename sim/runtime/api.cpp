@@ -229,8 +229,8 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int device) {
   p->maxGridSize[1] = 65535;
   p->maxGridSize[2] = 65535;
   p->totalConstMem = 65536;
-  p->major = 9;
-  p->minor = 0;
+  p->major = settings().cc_major;  // SIM_COMPUTE_CAPABILITY, 9.0 by default
+  p->minor = settings().cc_minor;
   p->textureAlignment = 512;
   p->multiProcessorCount = w;
   p->maxThreadsPerMultiProcessor = 2048;

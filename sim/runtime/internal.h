@@ -240,6 +240,7 @@ struct Settings {
   int workers = 1;
   int devices = 1;  // SIM_DEVICES: devices the runtime presents (one host memory underneath)
   int bus[64] = {};  // CUDA_VISIBLE_DEVICES: each device's index on the node (its PCI bus - 1)
+  int cc_major = 9, cc_minor = 0;  // SIM_COMPUTE_CAPABILITY: what the devices answer
   size_t stack_bytes = 256 * 1024;
 };
 Settings& settings();

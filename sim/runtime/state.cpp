@@ -52,6 +52,19 @@ Global::Global() {
     }
     s.devices = static_cast<int>(k);
   }
+  if (const char* e = std::getenv("SIM_COMPUTE_CAPABILITY"); e && *e) {
+    // The compute capability the devices report (default 9.0), so that code refusing a feature
+    // on an older GPU (--gemm 5 below 8.0) runs its refusal here. Nothing else changes.
+    int major = 0, minor = 0;
+    char extra = 0;
+    if (std::sscanf(e, "%d.%d%c", &major, &minor, &extra) != 2 || major < 1 || major > 99 || minor < 0 || minor > 9) {
+      std::fprintf(stderr, "sim: SIM_COMPUTE_CAPABILITY=%s is not MAJOR.MINOR (e.g. 7.5)\n", e);
+      std::fflush(stderr);
+      std::_Exit(1);
+    }
+    s.cc_major = major;
+    s.cc_minor = minor;
+  }
   if (const char* e = std::getenv("SIM_STACK_KB")) {
     long kb = std::atol(e);
     s.stack_bytes = static_cast<size_t>(kb < 16 ? 16 : kb) * 1024;

@@ -4,7 +4,9 @@
 #   - "rank_devices" in the report lists every rank once, in order, with this host, its
 #     node-local rank, device == local_rank % k and device_count == k (--device cpu: null, 0);
 #   - the header's "ranks on HOST: ..." line is the one those entries give (r->gpuD ...);
-#   - a bad SIM_DEVICES (0, 65, "two") stops the run with one "sim: SIM_DEVICES=" line.
+#   - a bad SIM_DEVICES (0, 65, "two") stops the run with one "sim: SIM_DEVICES=" line;
+#   - --gemm 5 on devices of compute capability 7.5 (SIM_COMPUTE_CAPABILITY) is refused with one
+#     line, at 8.0 it trains; a malformed SIM_COMPUTE_CAPABILITY stops the run with one line.
 # On one node the local rank is the global rank; tests/multinode runs the two-node case.
 #
 #   tests/cli/device_map.sh NN_TRAIN DATA_DIR
@@ -95,6 +97,32 @@ for bad in 0 65 two; do
     tail -5 "$work/log"
   fi
 done
+
+# A GPU older than compute capability 8.0 (SIM_COMPUTE_CAPABILITY: what the emulator's devices
+# report): --gemm 5 (TF32 tensor cores) is refused with one line before anything trains; at 8.0
+# it trains. A malformed value stops the run with one "sim:" line.
+cc_case() {  # CC EXPECT(refused|trains|bad)
+  local cc=$1 want=$2 rc=0 n
+  SIM_COMPUTE_CAPABILITY=$cc "$mpirun_cmd" "${mpirun_flags[@]}" -np 2 "$train" --data "$data" "${args[@]}" --gemm 5 \
+    >"$work/log" 2>&1 || rc=$?
+  case $want in
+    refused)
+      n=$(grep -c "error: --gemm 5 (TF32 tensor cores) needs compute capability 8.0 or newer; .* is $cc: use --gemm 4" "$work/log")
+      if [ "$rc" != 0 ] && [ "$n" = 1 ] && ! grep -q "^epoch" "$work/log"; then
+        ok "SIM_COMPUTE_CAPABILITY=$cc --gemm 5 refused (exit $rc): $(grep -m1 'needs compute capability' "$work/log" | cut -c1-120)"
+      else fail "SIM_COMPUTE_CAPABILITY=$cc --gemm 5: exit $rc, $n refusal lines (expected 1), or it trained"; tail -5 "$work/log"; fi ;;
+    trains)
+      if [ "$rc" = 0 ] && grep -q "^test precision" "$work/log"; then ok "SIM_COMPUTE_CAPABILITY=$cc --gemm 5 trains"
+      else fail "SIM_COMPUTE_CAPABILITY=$cc --gemm 5: exit $rc, no test precision"; tail -5 "$work/log"; fi ;;
+    bad)
+      if [ "$rc" != 0 ] && grep -q "^sim: SIM_COMPUTE_CAPABILITY=$cc is not MAJOR.MINOR" "$work/log" && ! grep -q "^epoch" "$work/log"; then
+        ok "SIM_COMPUTE_CAPABILITY=$cc refused: $(grep -m1 '^sim: SIM_COMPUTE' "$work/log")"
+      else fail "SIM_COMPUTE_CAPABILITY=$cc: exit $rc, no 'sim: SIM_COMPUTE_CAPABILITY=$cc' line, or it trained"; tail -5 "$work/log"; fi ;;
+  esac
+}
+cc_case 7.5 refused
+cc_case 8.0 trains
+cc_case 7 bad
 
 echo "device_map: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -29,6 +29,7 @@ bind() { mount --bind "$1" "$2" && mounts+=("$2") && { [ -z "${3:-}" ] || mount 
 mount -t proc proc "$ROOT/proc" && mounts+=("$ROOT/proc")
 bind /dev "$ROOT/dev"
 bind /dev/shm "$ROOT/dev/shm"
+bind /sys "$ROOT/sys" ro # hwloc (Open MPI) reads the CPU topology there
 [ -n "$cuda" ] && bind "$cuda" "$ROOT/opt/cuda/13.0" ro
 
 # A fresh clone, and the user's own IDX files (Fashion-MNIST copied in by hand: the node is offline).
@@ -47,6 +48,7 @@ as_user() {  # as_user STYLE LOG SCRIPT: bash as nnuser with Lmod and the style'
     module use /opt/modules/$1; cd ~/nn; set -x; $3" >"$2" 2>&1
 }
 TRAIN_ARGS='--epochs 1 --train-size 2000 --test-size 500 --hidden 32'
+CUDA_TEST_OBJ=cuda/obj/tests/sim/test_sim_runtime.o
 for style in $STYLES; do
   b=build-$style log=$OUT/$style
   base="module load armadillo openblas zlib cli11 nlohmann_json"
@@ -59,18 +61,26 @@ for style in $STYLES; do
   else fail "[$style] googletest unloaded: exit $rc, no one-line answer before compiling ($log-unloaded.log)"; fi
   # 2. The CUDA trainer (make trainer with nvcc: no Boost, no GoogleTest loaded), no LD_LIBRARY_PATH.
   if as_user "$style" "$log-cuda.log" "$base cuda; make BUILD=$b CUDA_ARCH=$ARCH trainer && env -u LD_LIBRARY_PATH ldd $b/cuda/bin/nn_train && env -u LD_LIBRARY_PATH $b/cuda/bin/nn_train --help >/dev/null"; then
-    if grep -q 'not found' "$log-cuda.log"; then fail "[$style] CUDA trainer: ldd finds a library missing without LD_LIBRARY_PATH"
-    else pass "[$style] make trainer: the CUDA nn_train (sm_$ARCH) built with Boost and GoogleTest unloaded; starts without LD_LIBRARY_PATH"; fi
+    if grep -q '=> not found' "$log-cuda.log"; then fail "[$style] CUDA trainer: ldd finds a library missing without LD_LIBRARY_PATH: $(grep -m3 '=> not found' "$log-cuda.log" | tr -s ' \t\n' ' ')"
+    else pass "[$style] make trainer: the CUDA nn_train (sm_$ARCH) built with Boost and GoogleTest unloaded; ldd resolves all $(grep -c '=> /' "$log-cuda.log") libraries and it starts without LD_LIBRARY_PATH"; fi
   else fail "[$style] make trainer (CUDA): $(tail -3 "$log-cuda.log" | tr '\n' ' ')"; fi
   # 3. The CPU trainer and make run (cuda unloaded: make run builds the emulator build's trainer).
-  if as_user "$style" "$log-run.log" "$base boost; make BUILD=$b $b/cpu/bin/nn_train && env -u LD_LIBRARY_PATH $b/cpu/bin/nn_train --help >/dev/null && make BUILD=$b run RUN_ARGS='$TRAIN_ARGS'" &&
-     grep -q 'test precision' "$log-run.log"; then
-    pass "[$style] CPU nn_train built, starts without LD_LIBRARY_PATH; make run: $(grep -m1 'test precision' "$log-run.log")"
+  if as_user "$style" "$log-run.log" "$base boost; make BUILD=$b $b/cpu/bin/nn_train && env -u LD_LIBRARY_PATH ldd $b/cpu/bin/nn_train && env -u LD_LIBRARY_PATH $b/cpu/bin/nn_train --help >/dev/null && make BUILD=$b run RUN_ARGS='$TRAIN_ARGS'" &&
+     grep -q 'test precision' "$log-run.log" && ! grep -q '=> not found' "$log-run.log"; then
+    pass "[$style] CPU nn_train built, ldd resolves all $(grep -c '=> /' "$log-run.log") libraries and it starts without LD_LIBRARY_PATH; make run: $(grep -m1 'test precision' "$log-run.log")"
   else fail "[$style] CPU trainer / make run: $(tail -3 "$log-run.log" | tr '\n' ' ')"; fi
   # 4. The gtest suite at one rank (googletest loaded).
   if as_user "$style" "$log-tests.log" "$base boost googletest; make BUILD=$b $b/cpu/bin/nn_tests && SIM_WORKERS=2 mpirun -np 1 $b/cpu/bin/nn_tests" &&
      grep -q '\[  PASSED  \]' "$log-tests.log"; then
     pass "[$style] gtest suite at one rank: $(grep -m1 '\[  PASSED  \]' "$log-tests.log")"
   else fail "[$style] gtest suite: $(grep -E 'FAILED|error' "$log-tests.log" | head -3 | tr '\n' ' ')"; fi
+  # 5. nvcc finds GoogleTest in its prefix and warns nothing from its macros: one CUDA test
+  # object with 12 TESTs (where the prefix was an ordinary include directory, nvcc warned
+  # #177-D once per TEST).
+  if as_user "$style" "$log-cudatest.log" "$base googletest cuda; make BUILD=$b CUDA_ARCH=$ARCH V=1 $b/$CUDA_TEST_OBJ"; then
+    n177=$(grep -c '#177-D' "$log-cudatest.log")
+    if [ "$n177" = 0 ]; then pass "[$style] nvcc compiled $CUDA_TEST_OBJ (GoogleTest from its module) with 0 warnings #177-D"
+    else fail "[$style] nvcc warned #177-D $n177 times compiling $CUDA_TEST_OBJ ($log-cudatest.log)"; fi
+  else fail "[$style] CUDA test object with GoogleTest from its module: $(grep -m3 -E 'error|fatal' "$log-cudatest.log" | tr '\n' ' ')"; fi
 done
 finish
