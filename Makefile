@@ -265,7 +265,7 @@ $(CUDA_TESTS): $(CUDA_TEST_OBJ) $(CUDA_LIB)
 	$(call step,LINK,cuda,$(notdir $@))$(MPICXX) $^ -lgtest $(CUDA_LDLIBS) -o $@
 
 # ---- top-level targets -----------------------------------------------------------------
-.PHONY: all trainer cpu cpu-test-bins cuda test sanitize-build test-sanitize test-build test-cpu test-gpu-grid test-cuda sanitize-gpu test-sim-examples test-nvtx run data setup clean help bench
+.PHONY: all trainer cpu cpu-test-bins cuda test test-more sanitize-build test-sanitize test-build test-cpu test-gpu-grid test-cuda sanitize-gpu test-sim-examples test-nvtx run data setup clean help bench
 
 # `make trainer`: the one nn_train a cluster job runs: the CUDA build's where nvcc exists (it needs
 # MPI, CUDA, Armadillo, a BLAS, zlib, CLI11, nlohmann-json), else the emulator build's (which adds
@@ -321,15 +321,27 @@ SAN_ENV = ASAN_OPTIONS=intercept_strchr=0:detect_leaks=
 # (set it in the environment of make) turns that off for debugging.
 GPU_VISIBLE := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
 
-# test-cpu then test-cuda, in that order even under -j.
-test: all
-	@$(MAKE) --no-print-directory -j1 test-cpu
+# make test: what every change must pass, in about 6 minutes on 2 cores once built: the emulator
+# build's suite at 1 rank (every test) and 2 (the collective ones), the kernels at GPU grid
+# sizes, the NVTX ranges, the CLI's bad-input, device-map and resume checks, the build checks;
+# on a machine with a GPU, the CUDA build's suite on it. Without a GPU the CUDA build is not
+# made here (nothing of it could run): make test-more compiles it.
+# make test-more: the rest of what needs neither a GPU nor root (.ci/run runs both): the
+# collective tests at 3 and 4 ranks, the emulator's standalone programs, the CLI's killed,
+# stalled and core-binding checks, and the CUDA build compiled for every CUDA_ARCH.
+# Each part in order even under -j.
+test: cpu-test-bins $(if $(GPU_VISIBLE),$(if $(HAVE_NVCC),cuda))
+	@$(MAKE) --no-print-directory -j1 NP_LIST='$(TEST_NP_LIST)' test-cpu
 	@$(MAKE) --no-print-directory -j1 test-gpu-grid
 	@$(MAKE) --no-print-directory -j1 test-nvtx
-	@$(MAKE) --no-print-directory -j1 test-sim-examples
-	@$(MAKE) --no-print-directory -j1 test-cli
+	@$(MAKE) --no-print-directory -j1 CLI_SCRIPTS='$(CLI_QUICK)' test-cli
 	@$(MAKE) --no-print-directory -j1 test-build
-	@$(if $(HAVE_NVCC),$(MAKE) --no-print-directory -j1 test-cuda)
+	@$(if $(GPU_VISIBLE),$(if $(HAVE_NVCC),$(MAKE) --no-print-directory -j1 test-cuda))
+test-more: all
+	@$(MAKE) --no-print-directory -j1 NP_LIST='$(filter-out $(TEST_NP_LIST),$(NP_LIST))' RANKS_ALL=none test-cpu
+	@$(MAKE) --no-print-directory -j1 test-sim-examples
+	@$(MAKE) --no-print-directory -j1 CLI_SCRIPTS='$(filter-out $(CLI_QUICK),$(CLI_ALL))' test-cli
+TEST_NP_LIST := 1 2
 # The suite's collective tests (tests/comm, tests/train: their results depend on the rank count)
 # run at every count of NP_LIST; the others (options, IDX, checkpoints, the reference, schedules,
 # the CPU model, every kernel and the emulator's own tests, which loop over the emulator's thread
@@ -340,7 +352,7 @@ RANK_SUITES := $(sort $(shell sed -nE 's/^TEST[_FP]*[$(lparen)]$(lparen)[A-Za-z0
 RANK_FILTER := $(subst $(space),:,$(RANK_SUITES:%=%.*))
 # What ASan and UBSan add to make test (.ci/run's last phase): the emulator build under both
 # sanitizers, its suite at 1 and 2 ranks (the collective tests at 2), the GPU-grid kernel
-# tests, the NVTX ranges and the CLI checks. The emulator's standalone checks
+# tests, the NVTX ranges and make test's CLI checks. The emulator's standalone checks
 # (sim/examples/verify.sh builds its own ASan variants) and the build checks do not depend on
 # the compiler's flags: make test runs them.
 # sanitize-build is its build alone (.ci/run starts it early, at the lowest priority, beside
@@ -348,9 +360,12 @@ RANK_FILTER := $(subst $(space),:,$(RANK_SUITES:%=%.*))
 sanitize-build: setup
 	@$(MAKE) --no-print-directory SANITIZE=1 HAVE_NVCC= cpu-test-bins
 test-sanitize: sanitize-build
-	@$(MAKE) --no-print-directory -j1 SANITIZE=1 HAVE_NVCC= NP_LIST='1 2' test-cpu test-gpu-grid test-nvtx test-cli
+	@$(MAKE) --no-print-directory -j1 SANITIZE=1 HAVE_NVCC= NP_LIST='1 2' CLI_SCRIPTS='$(CLI_QUICK)' test-cpu test-gpu-grid test-nvtx test-cli
+# RANKS_ALL: the rank count that runs every test (default the first of NP_LIST; none: only the
+# collective tests, at every count).
+RANKS_ALL ?= $(firstword $(NP_LIST))
 test-cpu: $(CPU_TESTS)
-	@set -e; first=$(firstword $(NP_LIST)); for np in $(NP_LIST); do \
+	@set -e; first=$(RANKS_ALL); for np in $(NP_LIST); do \
 	  case $$np in 1) order=forward;; 2) order=reverse;; *) order=random;; esac; \
 	  workers=$$( [ $$np = 1 ] && echo 2 || echo 1 ); \
 	  pdl=$$( [ $$np = 2 ] && echo 1 || echo 0 ); \

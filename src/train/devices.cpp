@@ -202,12 +202,13 @@ std::string check_placement(const std::vector<RankDevice>& ranks) {
 // and no cooperative launch: say so in one line instead of failing inside them.
 std::string simulator_limits(const std::string& device_name, const Config& cfg) {
   int dev = 0, major = 0, minor = 0;
-  if (cfg.gemm == 5 && cudaGetDevice(&dev) == cudaSuccess &&
+  const bool gpgpusim = device_name.rfind("GPGPU-Sim", 0) == 0;  // it reports 7.0: its own line below
+  if (cfg.gemm == 5 && !gpgpusim && cudaGetDevice(&dev) == cudaSuccess &&
       cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
       cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess && major < 8)
     return "--gemm 5 (TF32 tensor cores) needs compute capability 8.0 or newer; " + device_name + " is " +
            std::to_string(major) + "." + std::to_string(minor) + ": use --gemm 4";
-  if (device_name.rfind("GPGPU-Sim", 0) != 0) return "";
+  if (!gpgpusim) return "";
   if (cfg.gemm == 0) return "--gemm 0 (cuBLAS) does not run on GPGPU-Sim; use --gemm 1-4";
   if (cfg.gemm == 5)
     return "--gemm 5 (TF32 tensor cores) does not run on GPGPU-Sim (no TF32 wmma there; built without PTX); use --gemm 1-4";

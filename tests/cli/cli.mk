@@ -19,15 +19,20 @@
 #                           /proc/PID/task, not CPU/wall), plain mpirun warns
 # No check here fails because the host is busy: docs/testing.md#timing-sensitive-checks.
 # Uses the Makefile's CPU_TRAIN, MPI_ENV, MPIRUN, MPIRUN_FLAGS. About 2.5 minutes on a
-# 2-core machine. Ends with `cli: N passed, M failed`; fails if M > 0.
+# 2-core machine, all of them. Ends with `cli: N passed, M failed`; fails if M > 0.
 CLI_TEST_DIR := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
 CLI_DATA ?= data/current
 
+# CLI_SCRIPTS: which of them (default all; make test runs CLI_QUICK, make test-more the rest).
+CLI_ALL   := bad_input kill_rank hung_rank device_map resume_signal cores
+CLI_QUICK := bad_input device_map resume_signal
+CLI_SCRIPTS ?= $(CLI_ALL)
+
 .PHONY: test-cli
 test-cli: $(CPU_TRAIN) data
-	@echo "== $(CLI_TEST_DIR)/bad_input.sh, kill_rank.sh, hung_rank.sh, device_map.sh, resume_signal.sh, cores.sh: nn_train on bad input (1 and 3 ranks), a rank killed or stalled mid-training, stopped by SIGUSR1 and resumed; threads on cores =="
+	@echo "== $(CLI_TEST_DIR)/: $(CLI_SCRIPTS:%=%.sh) =="
 	@out=$$(mktemp); passed=0; failed=0; \
-	for script in bad_input kill_rank hung_rank device_map resume_signal cores; do \
+	for script in $(CLI_SCRIPTS); do \
 	  if [ $$script != bad_input ]; then extra="$(CLI_DATA)"; else extra=; fi; \
 	  $(MPI_ENV) $(if $(filter 1,$(SANITIZE)),$(SAN_ENV)0) SIM_WORKERS=$${SIM_WORKERS:-1} \
 	    MPIRUN="$(MPIRUN)" MPIRUN_FLAGS="$(MPIRUN_FLAGS)" \

@@ -107,7 +107,7 @@ cc_case() {  # CC EXPECT(refused|trains|bad)
     >"$work/log" 2>&1 || rc=$?
   case $want in
     refused)
-      n=$(grep -c "error: --gemm 5 (TF32 tensor cores) needs compute capability 8.0 or newer; .* is $cc: use --gemm 4" "$work/log")
+      n=$(grep -Ec "^error: (rank [0-9]+: )?--gemm 5 \(TF32 tensor cores\) needs compute capability 8\.0 or newer; .* is $cc: use --gemm 4" "$work/log")
       if [ "$rc" != 0 ] && [ "$n" = 1 ] && ! grep -q "^epoch" "$work/log"; then
         ok "SIM_COMPUTE_CAPABILITY=$cc --gemm 5 refused (exit $rc): $(grep -m1 'needs compute capability' "$work/log" | cut -c1-120)"
       else fail "SIM_COMPUTE_CAPABILITY=$cc --gemm 5: exit $rc, $n refusal lines (expected 1), or it trained"; tail -5 "$work/log"; fi ;;

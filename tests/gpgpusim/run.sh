@@ -66,18 +66,25 @@ EOF
 
 export GPGPUSIM_DIR=$dir GPGPUSIM_LOG=$dir/sim.log
 export CUDA_INSTALL_PATH=$GPGPUSIM_HOME/cuda
-# GPGPU-Sim runs $CUDA_INSTALL_PATH/bin/ptxas on every PTX of the program at its start; with
-# GPGPUSIM_PTXAS_CACHE set (test.sh sets it), through ptxas_cached.sh, which replays the reports
-# of PTX it has seen.
-if [ -n "${GPGPUSIM_PTXAS_CACHE:-}" ]; then
-  mkdir -p "$dir/cuda/bin"
-  ln -sfn "$GPGPUSIM_HOME/cuda/include" "$dir/cuda/include"
-  for tool in "$GPGPUSIM_HOME"/cuda/bin/*; do ln -sfn "$tool" "$dir/cuda/bin/"; done
-  ln -sfn "$(cd "$(dirname "$0")" && pwd)/ptxas_cached.sh" "$dir/cuda/bin/ptxas"
-  PTXAS_REAL=$(readlink -f "$GPGPUSIM_HOME/cuda/bin/ptxas")
-  export PTXAS_REAL CUDA_INSTALL_PATH=$dir/cuda
-fi
+# GPGPU-Sim runs $CUDA_INSTALL_PATH/bin/ptxas on every PTX of the program at its start, here
+# through ptxas_cached.sh: it tidies the report for the simulator's parser and, with
+# GPGPUSIM_PTXAS_CACHE set (test.sh sets it), replays the reports of PTX it has seen.
+mkdir -p "$dir/cuda/bin"
+ln -sfn "$GPGPUSIM_HOME/cuda/include" "$dir/cuda/include"
+for tool in "$GPGPUSIM_HOME"/cuda/bin/*; do ln -sfn "$tool" "$dir/cuda/bin/"; done
+ln -sfn "$(cd "$(dirname "$0")" && pwd)/ptxas_cached.sh" "$dir/cuda/bin/ptxas"
+PTXAS_REAL=$(readlink -f "$GPGPUSIM_HOME/cuda/bin/ptxas")
+export PTXAS_REAL CUDA_INSTALL_PATH=$dir/cuda
 export LD_LIBRARY_PATH=$GPGPUSIM_HOME/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# The trainer's binaries carry a DT_RPATH naming the CUDA toolkit's lib directory (so that module
+# prefixes need no LD_LIBRARY_PATH in a job), and DT_RPATH is searched before LD_LIBRARY_PATH:
+# where the real libcudart would be found first, the simulator's is preloaded, so that its
+# functions are the ones every call binds to. (Only there: GPGPU-Sim reads the application's
+# CUDA version from the last libcudart line of `ldd`, and a preloaded library alone has none.)
+if ldd "$prog" 2>/dev/null | grep 'libcudart\.so' | grep -qv "$GPGPUSIM_HOME/lib/"; then
+  cudart_so=$(cd "$GPGPUSIM_HOME/lib" && ls libcudart.so.[0-9]* 2>/dev/null | sort -V | tail -n 1)
+  export LD_PRELOAD=${cudart_so:+$GPGPUSIM_HOME/lib/$cudart_so}${LD_PRELOAD:+:$LD_PRELOAD}
+fi
 # What GPGPU-Sim's setup_environment sets for CUDA >= 6: PTX taken per file from cuobjdump.
 export PTX_SIM_USE_PTX_FILE=1.ptx PTX_SIM_KERNELFILE=_1.ptx CUOBJDUMP_SIM_FILE=jj
 if [ "$model" = functional ]; then export PTX_SIM_MODE_FUNC=1; else unset PTX_SIM_MODE_FUNC; fi
@@ -85,8 +92,7 @@ if [ "$model" = functional ]; then export PTX_SIM_MODE_FUNC=1; else unset PTX_SI
 "$prog" "$@"
 rc=$?
 if [ ! -s "$dir/sim.log" ]; then
-  # Nothing of the simulator ran: a static cudart (nvcc's default: link with -cudart shared), or
-  # an RPATH that names a real libcudart before LD_LIBRARY_PATH.
+  # Nothing of the simulator ran: a static cudart (nvcc's default: link with -cudart shared).
   echo "error: gpgpusim: no simulator log in $dir (exit $rc): $(basename "$prog") did not load GPGPU-Sim's libcudart (build it with -cudart shared), or the directory was removed while it ran" >&2
   exit $(( rc ? rc : 2 ))
 fi

@@ -132,8 +132,8 @@ for case in 2:4 2:2 1:4; do
   # shellcheck disable=SC2086
   $MPIRUN $MPIRUN_FLAGS -np "$np" "$run" "${train[@]}" --gemm "$gemm" > "$log" 2>&1
   rc=$?
-  gpus='0->gpu[0-9]+'
-  [ "$np" = 2 ] && gpus+=' 1->gpu[0-9]+'
+  gpus='0->gpu[0-9]+(\[[^]]*\])?'  # each rank's GPU, then its PCI bus id and UUID
+  [ "$np" = 2 ] && gpus+=' 1->gpu[0-9]+(\[[^]]*\])?'
   step='separate kernels'
   [ "$gemm" = 4 ] && step='fused'
   if [ $rc -eq 0 ] && grep -q '^verify: .* ok$' "$log" && grep -q '^test precision: ' "$log" &&

@@ -133,8 +133,11 @@ TEST(Train, EveryGemmVariantMatchesReference) {
 
 // Variant 5 with its wgmma kernel in the plan (NN_TF32_WGMMA=1: forward GEMM 1 and the dW1
 // GEMM at H = 64 and 64 or more images a rank) trains as the reference does. The emulator and
-// compute capability 9.0 have the kernel; elsewhere the plan keeps the mma.sync kernel.
+// compute capability 9.0 have the kernel; elsewhere the plan keeps the mma.sync kernel. At one
+// rank only: the emulated warpgroup MMA is slow (about 25 s a run at 2-4 ranks), and the
+// exchange around it is every variant's (EveryGemmVariantMatchesReference).
 TEST(Train, Gemm5OnWgmmaMatchesReference) {
+  if (comm::size() > 1) GTEST_SKIP() << "the wgmma kernel's training runs at one rank";
   struct Env {
     Env() { setenv("NN_TF32_WGMMA", "1", 1); }
     ~Env() { unsetenv("NN_TF32_WGMMA"); }
