@@ -213,7 +213,7 @@ TEST_F(SimCoop, BlockExitingBeforeTheGridBarrierFaultsInsteadOfHanging) {
     DeviceBuffer<int> out(3);
     int* o = out.get();
     void* args[] = {&o};
-    (void)cudaLaunchCooperativeKernel(early_exit_kernel, dim3(3), dim3(32), args, 0, nullptr);
+    (void)cudaLaunchCooperativeKernel(nn::cooperative_kernel(early_exit_kernel), dim3(3), dim3(32), args, 0, nullptr);
     msg = fault_of(&e);
   }
   EXPECT_EQ(e, cudaErrorLaunchFailure);
