@@ -34,7 +34,8 @@ stop() { echo "cuda12: $1" >&2; exit "${2:-2}"; }
 apt_opts() {  # the private apt configuration: its own sources, lists and archive cache
   echo "-o Dir::Etc::sourcelist=$CACHE/apt/sources.list -o Dir::Etc::sourceparts=/nonexistent
         -o Dir::State=$CACHE/apt/state -o Dir::State::status=$CACHE/apt/state/status
-        -o Dir::Cache=$CACHE/apt/cache -o APT::Architecture=amd64 -o Debug::NoLocking=1"
+        -o Dir::Cache=$CACHE/apt/cache -o APT::Architecture=amd64 -o Debug::NoLocking=1
+        -o APT::Sandbox::User=root"
 }
 
 fetch() {  # the .deb files of PKGS into $CACHE/debs; prints their file names
