@@ -12,6 +12,7 @@
 #include <string>
 
 #include "common/check.h"
+#include "common/cooperative.h"
 #include "common/nvtx.h"
 #include "gemm/gemm.h"
 #include "ops/layer2_column.h"
@@ -304,8 +305,8 @@ void persistent_steps(const PersistentPlan& plan, const PersistentShape<T>& shap
   }
   PersistentShape<T> a = shape;
   void* args[] = {&images, &labels, &order, &P, &scratch, &A1, &dZ1, &dZ2, &loss_cols, &hit_cols, &stats, &counts, &a};
-  CUDA_CHECK(cudaLaunchCooperativeKernel(persistent_step_kernel<T>, dim3(unsigned(plan.blocks)), dim3(kThreads), args,
-                                         0, s));
+  CUDA_CHECK(cudaLaunchCooperativeKernel(cooperative_kernel(persistent_step_kernel<T>), dim3(unsigned(plan.blocks)),
+                                         dim3(kThreads), args, 0, s));
   CHECK_LAUNCH("persistent_step");
 }
 

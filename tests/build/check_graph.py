@@ -37,6 +37,7 @@ EXEMPT = {
     "data": "data/get_mnist.sh needs no library",
     "trainer": "its recipe only prints the trainer's path; its prerequisites are checked",
     "test-cluster": "builds inside the simulated login node (tests/cluster/run.sh), with that node's modules",
+    "test-cuda12": "tests/cluster/cuda12.sh fetches its own CUDA 12 and runs a make of its own, which probes",
 }
 EXEMPT_PATTERNS = [
     (re.compile(r"/\.setup-done$"), "the setup stamp: runs .ci/setup.sh itself"),

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cooperative.h"
 #include "sim_test_util.h"
 
 namespace {
@@ -98,7 +99,8 @@ TEST_F(SimCoop, GridSyncOrdersEveryBlocksWrites) {
     int* o = out.get();
     int r = rounds;
     void* args[] = {&s, &r, &o};
-    ASSERT_CUDA_OK(cudaLaunchCooperativeKernel(ring_kernel, dim3(blocks), dim3(64), args, 0, nullptr));
+    ASSERT_CUDA_OK(
+        cudaLaunchCooperativeKernel(nn::cooperative_kernel(ring_kernel), dim3(blocks), dim3(64), args, 0, nullptr));
     ASSERT_LAUNCH_OK();
     const std::vector<int> h = out.download();
     for (int b = 0; b < blocks; ++b) {
@@ -120,7 +122,7 @@ TEST_F(SimCoop, GridLargerThanTheDeviceHoldsIsRefused) {
 #ifdef SIM_EMULATOR
   sim::set_fault_mode(sim::FaultMode::Record);  // the refusal's line is printed in abort mode only
 #endif
-  EXPECT_EQ(cudaLaunchCooperativeKernel(ring_kernel, dim3(fit + 1), dim3(64), args, 0, nullptr),
+  EXPECT_EQ(cudaLaunchCooperativeKernel(nn::cooperative_kernel(ring_kernel), dim3(fit + 1), dim3(64), args, 0, nullptr),
             cudaErrorCooperativeLaunchTooLarge);
   EXPECT_EQ(cudaGetLastError(), cudaErrorCooperativeLaunchTooLarge);
   EXPECT_CUDA_OK(cudaDeviceSynchronize());  // not sticky: the device is usable
@@ -152,7 +154,8 @@ TEST_F(SimCoop, MissingGridBarrierIsAGlobalRace) {
     int* s = slots.get();
     int* o = out.get();
     void* args[] = {&s, &o};
-    (void)cudaLaunchCooperativeKernel(ring_no_grid_sync_kernel, dim3(4), dim3(32), args, 0, nullptr);
+    (void)cudaLaunchCooperativeKernel(nn::cooperative_kernel(ring_no_grid_sync_kernel), dim3(4), dim3(32), args, 0,
+                                      nullptr);
     msg = fault_of(&e);
   }
   EXPECT_EQ(e, cudaErrorLaunchFailure);
@@ -176,7 +179,7 @@ TEST_F(SimCoop, FlagOrdersTheDataOnlyAfterAFence) {
       int* o = out.get();
       int w = with_fence;
       void* args[] = {&d, &f, &o, &w};
-      (void)cudaLaunchCooperativeKernel(flag_kernel, dim3(2), dim3(32), args, 0, nullptr);
+      (void)cudaLaunchCooperativeKernel(nn::cooperative_kernel(flag_kernel), dim3(2), dim3(32), args, 0, nullptr);
       if (with_fence && cudaDeviceSynchronize() == cudaSuccess) got = out.download()[0];
       msg = fault_of(&e);  // resets the emulator: the buffers are gone after it
     }
@@ -210,7 +213,7 @@ TEST_F(SimCoop, BlockExitingBeforeTheGridBarrierFaultsInsteadOfHanging) {
     DeviceBuffer<int> out(3);
     int* o = out.get();
     void* args[] = {&o};
-    (void)cudaLaunchCooperativeKernel(early_exit_kernel, dim3(3), dim3(32), args, 0, nullptr);
+    (void)cudaLaunchCooperativeKernel(nn::cooperative_kernel(early_exit_kernel), dim3(3), dim3(32), args, 0, nullptr);
     msg = fault_of(&e);
   }
   EXPECT_EQ(e, cudaErrorLaunchFailure);

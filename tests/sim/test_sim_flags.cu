@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cooperative.h"
 #include "sim_test_util.h"
 
 namespace {
@@ -73,7 +74,7 @@ class SimFlags : public simtest::SimTest {
 cudaError_t launch_handoff(int* data, unsigned* flag, int* out, int wf, int rf) {
   volatile unsigned* vf = flag;
   void* args[] = {&data, &vf, &out, &wf, &rf};
-  return cudaLaunchCooperativeKernel(handoff_kernel, dim3(2), dim3(32), args, 0, nullptr);
+  return cudaLaunchCooperativeKernel(nn::cooperative_kernel(handoff_kernel), dim3(2), dim3(32), args, 0, nullptr);
 }
 
 TEST_F(SimFlags, FencedHandOffThroughAVolatileFlag) {
@@ -101,7 +102,8 @@ TEST_F(SimFlags, HandMadeBarrierInACooperativeLaunch) {
     int* s = slots.get();
     int* o = out.get();
     void* args[] = {&count, &gen, &s, &o};
-    ASSERT_CUDA_OK(cudaLaunchCooperativeKernel(barrier_kernel, dim3(blocks), dim3(32), args, 0, nullptr));
+    ASSERT_CUDA_OK(
+        cudaLaunchCooperativeKernel(nn::cooperative_kernel(barrier_kernel), dim3(blocks), dim3(32), args, 0, nullptr));
     ASSERT_LAUNCH_OK();
     const std::vector<int> h = out.download();
     for (int b = 0; b < blocks; ++b) EXPECT_EQ(h[b], 10 * ((b + 1) % blocks) + 1) << b << " " << sched;
