@@ -31,8 +31,14 @@ $(DEPS_ENV_FILE):
 	@mkdir -p $(dir $@) && touch $@
 
 # $(call need,ROLE...): the stamps of these roles (toolchain trainer emulator tests cuda); the
-# trainer's include oneDNN's when DNNL=1 asks for it.
-need = $(foreach r,$(1) $(if $(and $(filter trainer,$(1)),$(filter 1,$(DNNL))),onednn),$(BUILD)/.need-$(r))
+# trainer's include oneDNN's when DNNL=1 asks for it. Where a goal builds a test binary, every
+# step waits for GoogleTest's stamp too: a missing GoogleTest stops the build with its one line
+# before anything compiles (under -j the library objects, which need only the trainer's stamps,
+# would start beside the check). Tested by tests/build/check_graph.py and tests/cluster/.
+TEST_BIN_GOALS := all cpu cpu-test-bins cuda test test-cpu test-gpu-grid test-cuda sanitize-gpu \
+                  test-slurm test-multinode test-gpgpusim %/nn_tests
+GOAL_NEEDS := $(if $(filter $(TEST_BIN_GOALS),$(or $(MAKECMDGOALS),all)),tests)
+need = $(foreach r,$(1) $(if $(and $(filter trainer,$(1)),$(filter 1,$(DNNL))),onednn) $(GOAL_NEEDS),$(BUILD)/.need-$(r))
 $(BUILD)/.need-%: $(DEPS_MK)
 	@bash .ci/deps.sh need $* $(DEPS_MK)
 	@touch $@
