@@ -10,8 +10,9 @@ DEPS_ENV_VARS := CXX MPICXX NVCC CUDA_HOME DNNL CPPFLAGS LDFLAGS PATH CPATH LIBR
                  CMAKE_PREFIX_PATH $(sort $(foreach v,$(.VARIABLES),$(if $(filter environment%,$(origin $(v))),$(if \
                  $(filter %_ROOT %_DIR EBROOT%,$(v)),$(v)))))
 DEPS_ENV_NOW  := $(foreach v,$(DEPS_ENV_VARS),$(v)=$($(v));)
-# Goals that need no dependency: no probe for them alone.
-DEPS_FREE_GOALS := clean help data
+# Goals that need no dependency: no probe for them alone (make test-cluster builds inside its
+# login node, with that node's modules).
+DEPS_FREE_GOALS := clean help data test-cluster
 # NN_NO_PROBE=1: the rules without the probe (tests/build/check_graph.py reads make's database).
 ifneq ($(if $(filter 1,$(NN_NO_PROBE)),,$(filter-out $(DEPS_FREE_GOALS),$(or $(MAKECMDGOALS),all))),)
   $(shell mkdir -p $(BUILD))
