@@ -10,8 +10,9 @@ DEPS_ENV_VARS := CXX MPICXX NVCC CUDA_HOME DNNL CPPFLAGS LDFLAGS PATH CPATH LIBR
                  CMAKE_PREFIX_PATH $(sort $(foreach v,$(.VARIABLES),$(if $(filter environment%,$(origin $(v))),$(if \
                  $(filter %_ROOT %_DIR EBROOT%,$(v)),$(v)))))
 DEPS_ENV_NOW  := $(foreach v,$(DEPS_ENV_VARS),$(v)=$($(v));)
-# Goals that need no dependency: no probe for them alone (test-cuda12 runs a make of its own).
-DEPS_FREE_GOALS := clean help data test-cuda12
+# Goals that need no dependency: no probe for them alone (test-cuda12 runs a make of its own;
+# make test-cluster builds inside its login node, with that node's modules).
+DEPS_FREE_GOALS := clean help data test-cuda12 test-cluster
 # NN_NO_PROBE=1: the rules without the probe (tests/build/check_graph.py reads make's database).
 ifneq ($(if $(filter 1,$(NN_NO_PROBE)),,$(filter-out $(DEPS_FREE_GOALS),$(or $(MAKECMDGOALS),all))),)
   $(shell mkdir -p $(BUILD))
@@ -31,8 +32,14 @@ $(DEPS_ENV_FILE):
 	@mkdir -p $(dir $@) && touch $@
 
 # $(call need,ROLE...): the stamps of these roles (toolchain trainer emulator tests cuda); the
-# trainer's include oneDNN's when DNNL=1 asks for it.
-need = $(foreach r,$(1) $(if $(and $(filter trainer,$(1)),$(filter 1,$(DNNL))),onednn),$(BUILD)/.need-$(r))
+# trainer's include oneDNN's when DNNL=1 asks for it. Where a goal builds a test binary, every
+# step waits for GoogleTest's stamp too: a missing GoogleTest stops the build with its one line
+# before anything compiles (under -j the library objects, which need only the trainer's stamps,
+# would start beside the check). Tested by tests/build/check_graph.py and tests/cluster/.
+TEST_BIN_GOALS := all cpu cpu-test-bins cuda test test-cpu test-gpu-grid test-cuda sanitize-gpu \
+                  test-slurm test-multinode test-gpgpusim %/nn_tests
+GOAL_NEEDS := $(if $(filter $(TEST_BIN_GOALS),$(or $(MAKECMDGOALS),all)),tests)
+need = $(foreach r,$(1) $(if $(and $(filter trainer,$(1)),$(filter 1,$(DNNL))),onednn) $(GOAL_NEEDS),$(BUILD)/.need-$(r))
 $(BUILD)/.need-%: $(DEPS_MK)
 	@bash .ci/deps.sh need $* $(DEPS_MK)
 	@touch $@

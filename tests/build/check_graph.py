@@ -8,6 +8,8 @@
    EXEMPT, each with its reason.
    Each target needs only what it uses: make trainer (CUDA) reaches no GoogleTest or
    Boost.Context stamp, make trainer (no nvcc) no GoogleTest stamp, make data none at all.
+   A goal that builds a test binary puts every step behind GoogleTest's stamp (make/deps.mk):
+   without GoogleTest, make .../nn_tests stops before compiling anything, under any -j.
 2. `make run` builds only what it runs: without a GPU, the emulator trainer and nothing
    under the CUDA build directory (no nvcc); with a GPU (and nvcc), the CUDA trainer and
    nothing of the emulator build.
@@ -46,9 +48,9 @@ EXEMPT_PATTERNS = [
 ]
 
 
-def database(build, extra):
+def database(build, extra, goals=(*GOALS, "trainer")):
     cmd = [MAKE, "-p", "-n", "-B", "--no-print-directory", "MAKE=:", f"BUILD={build}",
-           "SANITIZE=", "USE_DOUBLE=", "DEBUG=", "NN_NO_PROBE=1", *extra, *GOALS, "trainer"]
+           "SANITIZE=", "USE_DOUBLE=", "DEBUG=", "NN_NO_PROBE=1", *extra, *goals]
     # Not the calling make's flags and variables (SANITIZE=1, say): the default configuration.
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")}
     out = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -150,11 +152,22 @@ with tempfile.TemporaryDirectory() as tmp:
           "[GPU and nvcc] make run builds the CUDA trainer and nothing of the emulator build")
     for name, binary, never in (("no GPU, nvcc", f"{cuda}bin/nn_train", ("tests", "emulator")),
                                 ("no GPU, no nvcc", f"{cpu}bin/nn_train", ("tests", "cuda"))):
-        t = closure(graphs[name], "trainer")
+        # The graph of make trainer alone: a goal that builds a test binary adds GoogleTest's
+        # stamp to every step (GOAL_NEEDS, make/deps.mk).
+        t = closure(parse(database(build, configs[name], ["trainer"])), "trainer")
         wrong = sorted(r for r in never if f"{build}/.need-{r}" in t)
         check(binary in t and f"{build}/.need-trainer" in t and not wrong,
               f"[{name}] make trainer builds {binary[len(build) + 1:]} and checks no {' or '.join(never)} dependency"
               + (f"; it checks {wrong}" if wrong else ""))
+    for name in ("no GPU, nvcc", "no GPU, no nvcc"):
+        binary = f"{cpu if name.endswith('no nvcc') else cuda}bin/nn_tests"
+        graph = parse(database(build, configs[name], [binary]))
+        memo = {}
+        steps = [x for x in closure(graph, binary) if graph.get(x, ((), False))[1] and not exempt(x)]
+        early = sorted(x for x in steps if not reaches(graph, x, f"{build}/.need-tests", memo))
+        check(len(steps) > 50 and not early,
+              f"[{name}] make {binary[len(build) + 1:]}: all {len(steps)} steps wait for GoogleTest's stamp"
+              + (f"; not: {', '.join(early[:4])}" if early else ""))
     t = closure(graphs["no GPU, nvcc"], "data")
     check(not any("/.need-" in x or x == "setup" for x in t), "make data checks no dependency")
     everything = closure(graphs["no GPU, nvcc"], "all")

@@ -15,8 +15,9 @@ ARCH=${CLUSTER_CUDA_ARCH:-80}
 OUT=${CLUSTER_OUT:-$REPO/build/cluster}
 mkdir -p "$OUT"
 passes=0 fails=0 t0=$SECONDS
-pass() { echo "PASS cluster: $*"; passes=$((passes + 1)); }
-fail() { echo "FAIL cluster: $*"; fails=$((fails + 1)); }
+took=''  # the last as_user's wall time, shown by the next pass or fail
+pass() { echo "PASS cluster: $*${took:+ [$took s]}"; passes=$((passes + 1)) took=''; }
+fail() { echo "FAIL cluster: $*${took:+ [$took s]}"; fails=$((fails + 1)) took=''; }
 finish() { echo "cluster: $passes passed, $fails failed ($((SECONDS - t0)) s)"; [ "$fails" = 0 ]; exit $?; }
 [ "$(id -u)" = 0 ] || { fail "needs root (chroot, mounts)"; finish; }
 
@@ -36,16 +37,21 @@ bind /sys "$ROOT/sys" ro # hwloc (Open MPI) reads the CPU topology there
 home=$ROOT/home/nnuser
 rm -rf "$home/nn"
 git clone -q "$REPO" "$home/nn" || { fail "git clone"; finish; }
+rev=$(git -C "$home/nn" rev-parse --short HEAD)
 mkdir -p "$home/nn/data/mnist"
 src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 [ -s "$src/train-images-idx3-ubyte.gz" ] || src=$(readlink -f data/current)
 cp "$src"/*-ubyte* "$home/nn/data/mnist/" || { fail "no IDX files to copy in ($src)"; finish; }
 chroot "$ROOT" chown -R nnuser:nnuser /home/nnuser
+echo "cluster: login node $ROOT, a fresh clone of $rev and the IDX files ready ($((SECONDS - t0)) s)"
 
 as_user() {  # as_user STYLE LOG SCRIPT: bash as nnuser with Lmod and the style's modules in use
+  local t=$SECONDS rc=0
   chroot --userspec=nnuser:nnuser "$ROOT" env -i HOME=/home/nnuser USER=nnuser LOGNAME=nnuser \
     PATH=/usr/local/bin:/usr/bin:/bin TERM=dumb bash -c ". /usr/share/lmod/lmod/init/bash
-    module use /opt/modules/$1; cd ~/nn; set -x; $3" >"$2" 2>&1
+    module use /opt/modules/$1; cd ~/nn; set -x; $3" >"$2" 2>&1 || rc=$?
+  took=$((SECONDS - t))
+  return "$rc"
 }
 TRAIN_ARGS='--epochs 1 --train-size 2000 --test-size 500 --hidden 32'
 CUDA_TEST_OBJ=cuda/obj/tests/sim/test_sim_runtime.o
