@@ -25,7 +25,7 @@ namespace {
 // The model's inputs. Measured on an H200 (132 SMs): a cooperative grid.sync over 132 blocks
 // 1.06 us; the fused step 38.7 us at 256:100 and 100 us at 512:800 (its model below is the line
 // through those two: 34.6 us + its FLOPs at 19.6 TFLOP/s).
-// Provenance: bench/results/h200-2026-11-28 (latency_probe, lat_ours_*).
+// Provenance: the H200 runs that docs/performance.md's GPU tables cite (latency_probe, lat_ours_*).
 // From the kernel's sm_90 SASS
 // (nvcc 13.0): phase A's loop 85 instructions a warp per 4 inputs of its 4 x 4 tile, phase C's
 // 83 per 4 batch columns. Assumed: 1.98 GHz; a warp scheduler (4 an SM) issues one instruction a
@@ -41,8 +41,8 @@ constexpr double kColumnUs = 0.35;  // phase B's reductions, softmax and barrier
 // the terms above miss, and its gather's, per KiB of image bytes a block gathers a step
 // (B x tile_d). With them the model ranks the measured tiles as measured (32x52 first) within
 // 0.6 us.
-// Provenance: NVIDIA H200, 8f70bad, 2026-11-28, the sweep_tile and check_tile steps of
-// tests/cuda/gpu_session.sh (bench/results/h200-2026-11-28c).
+// Provenance: NVIDIA H200 at 8f70bad, the sweep_tile and check_tile steps of
+// tests/cuda/gpu_session.sh (the run docs/performance.md's persistent-step table cites).
 constexpr double kStepFixedUs = 8.2, kGatherUsPerKiB = 0.58;
 // The persistent step is predicted faster only by this margin: the model is a model.
 constexpr double kMargin = 0.8;
