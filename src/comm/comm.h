@@ -42,37 +42,59 @@ std::uint64_t sum(std::uint64_t value);
 // Rank 0's string reaches every rank.
 std::string broadcast(const std::string& s);
 
-// ---- the gradient's sums: the data-parallel step's MPI calls (gradients.cpp) ----
-// In-place sum over ranks of n values (MPI_IN_PLACE, MPI_SUM) on host or pinned memory;
-// buffers longer than INT_MAX elements go in several calls. Every rank passes the same n.
-void allreduce_sum(float* buf, std::size_t n);
-void allreduce_sum(double* buf, std::size_t n);
-// A reduction in flight (MPI_Iallreduce): the buffer must stay untouched until wait()
-// returns. test() lets MPI progress it (call it while the host waits for something else).
+// ---- the gradient's sums: the exchange engines' MPI calls (gradients.cpp) ----
+// Each sums n values over the ranks in place and returns a Request: complete on return for the
+// blocking ones (wait() is then free), in flight for iallreduce_sum. V is float, double or
+// std::uint64_t (integers add modulo 2^64, so a sum of them is exact and any order gives the
+// same bits). Every rank passes the same n; buffers longer than INT_MAX values go in several
+// calls. Host or pinned memory, or device memory with a CUDA-aware MPI (mpi_buffer.h).
 class Request {
  public:
-  Request();
+  Request();  // complete
   ~Request();  // waits, so a request is never abandoned with its buffer still in use
   Request(Request&&) noexcept;
   Request& operator=(Request&&) noexcept;
-  bool test();
+  bool test();  // lets MPI progress it (call it while the host waits for something else)
   void wait();
   struct Impl;  // MPI's handles; defined in gradients.cpp only
-  Impl& impl() { return *impl_; }
+  Impl& impl();
 
  private:
   std::unique_ptr<Impl> impl_;
 };
-// Non-blocking in-place sum over ranks (MPI_Iallreduce; pieces of at most INT_MAX values).
-// The same n on every rank. Its result is bitwise the same whether waited for at once or
-// later: the overlapped and the serial trainer both use it, so their weights agree exactly.
-Request iallreduce_sum(float* buf, std::size_t n);
-Request iallreduce_sum(double* buf, std::size_t n);
+// MPI_Allreduce (MPI_IN_PLACE, MPI_SUM), blocking.
+template <class V>
+Request allreduce_sum(V* buf, std::size_t n);
+// MPI_Iallreduce: the buffer must stay untouched until wait() returns. Its result is bitwise the
+// same whether waited for at once or later, but not always MPI_Allreduce's: Open MPI's blocking
+// and nonblocking all-reduce add in other orders at 3 or more ranks.
+template <class V>
+Request iallreduce_sum(V* buf, std::size_t n);
 // Parameter server over point-to-point messages: every rank sends its n values to rank 0,
-// which adds them in rank order (so the result is deterministic) and sends the sum back.
-// In place; the same n on every rank; blocking.
-void ps_sum(float* buf, std::size_t n);
-void ps_sum(double* buf, std::size_t n);
+// which adds them in rank order (so the result is deterministic and the same for any split of
+// the buffer) and sends the sum back. Blocking.
+template <class V>
+Request ps_sum(V* buf, std::size_t n);
+
+// How a region of the gradient is summed, chosen once for a run: start() begins a sum that
+// wait() completes (the parameter server's is complete at once), now() sums before it returns.
+// range: the NVTX range of an exchange's sums, as the course's profiles name it.
+template <class V>
+struct Reduction {
+  Request (*start)(V* buf, std::size_t n);
+  Request (*now)(V* buf, std::size_t n);
+  const char* range;
+};
+// --strategy allreduce: start = MPI_Iallreduce, now = MPI_Allreduce.
+template <class V>
+Reduction<V> allreduce_reduction() {
+  return {&iallreduce_sum<V>, &allreduce_sum<V>, "MPI_Allreduce"};
+}
+// --strategy ps: the parameter server, both ways.
+template <class V>
+Reduction<V> ps_reduction() {
+  return {&ps_sum<V>, &ps_sum<V>, "MPI_Send/MPI_Recv parameter server"};
+}
 
 // ---- what the other strategies need (strategies.cpp) ----
 // Every rank's values, concatenated in rank order, on rank 0 (empty elsewhere). The counts

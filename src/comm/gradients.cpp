@@ -1,14 +1,17 @@
-// The gradient's sums over the ranks, the data-parallel step's MPI calls (src/train/step.cpp):
-// MPI_Allreduce, blocking (allreduce_sum) or not (iallreduce_sum: a Request that the step tests
-// and waits for, so layer 2's sum runs while layer 1 is still copied), and the parameter server's
-// MPI_Send/MPI_Recv (ps_sum). In place, on host (or pinned) memory, or device memory with a
-// CUDA-aware MPI (mpi_buffer.h). Tested by tests/comm/test_comm.cpp and test_strategies.cpp at
-// 1-4 ranks and through the trainer (tests/train).
+// The gradient's sums over the ranks, the exchange engines' MPI calls (src/exchange): MPI_Allreduce,
+// blocking (allreduce_sum) or not (iallreduce_sum: a Request that an engine tests and waits for,
+// so layer 2's sum runs while layer 1 is still copied), and the parameter server's
+// MPI_Send/MPI_Recv (ps_sum); each for float, double and 64-bit unsigned integers. In place, on
+// host (or pinned) memory, or device memory with a CUDA-aware MPI (mpi_buffer.h). Each function
+// makes its MPI calls itself. Tested by tests/comm/test_comm.cpp and test_strategies.cpp at 1-4
+// ranks, through the engines (tests/exchange) and the trainer (tests/train).
 #include <mpi.h>
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <stdexcept>
+#include <type_traits>
 #include <vector>
 
 #include "comm/comm.h"
@@ -16,38 +19,27 @@
 #include "comm/mpi_check.h"
 
 namespace nn::comm {
-namespace {
 
 using detail::check;
 using detail::kMaxCount;
 
-template <class T>
+namespace {
+template <class V>
 MPI_Datatype mpi_type() {
-  return sizeof(T) == sizeof(double) ? MPI_DOUBLE : MPI_FLOAT;
-}
-
-// MPI counts are ints: longer buffers go in pieces of at most INT_MAX elements.
-template <class T>
-void allreduce_sum_impl(T* buf, std::size_t n, MPI_Datatype type) {
-  for (std::size_t done = 0; done < n;) {
-    const std::size_t m = std::min(kMaxCount, n - done);
-    check((detail::Busy("MPI_Allreduce"), MPI_Allreduce(MPI_IN_PLACE, detail::mpi_buffer(buf + done), static_cast<int>(m), type,
-                        MPI_SUM, MPI_COMM_WORLD)),
-          "MPI_Allreduce");
-    done += m;
+  if constexpr (std::is_same_v<V, float>) return MPI_FLOAT;
+  else if constexpr (std::is_same_v<V, double>) return MPI_DOUBLE;
+  else {
+    static_assert(std::is_same_v<V, std::uint64_t>, "the gradient's sums take float, double or uint64_t");
+    return MPI_UINT64_T;
   }
 }
-
 }  // namespace
-
-void allreduce_sum(float* buf, std::size_t n) { allreduce_sum_impl(buf, n, MPI_FLOAT); }
-void allreduce_sum(double* buf, std::size_t n) { allreduce_sum_impl(buf, n, MPI_DOUBLE); }
 
 struct Request::Impl {
   std::vector<MPI_Request> reqs;
 };
 
-Request::Request() : impl_(std::make_unique<Impl>()) {}
+Request::Request() = default;
 Request::~Request() {
   if (impl_) wait();
 }
@@ -58,6 +50,11 @@ Request& Request::operator=(Request&& o) noexcept {
     impl_ = std::move(o.impl_);
   }
   return *this;
+}
+
+Request::Impl& Request::impl() {
+  if (!impl_) impl_ = std::make_unique<Impl>();
+  return *impl_;
 }
 
 bool Request::test() {
@@ -77,15 +74,27 @@ void Request::wait() {
   impl_->reqs.clear();
 }
 
-namespace {
-template <class T>
-Request iallreduce_impl(T* buf, std::size_t n) {
+// MPI counts are ints: longer buffers go in pieces of at most INT_MAX elements.
+template <class V>
+Request allreduce_sum(V* buf, std::size_t n) {
+  for (std::size_t done = 0; done < n;) {
+    const std::size_t m = std::min(kMaxCount, n - done);
+    check((detail::Busy("MPI_Allreduce"), MPI_Allreduce(MPI_IN_PLACE, detail::mpi_buffer(buf + done), static_cast<int>(m),
+                                                        mpi_type<V>(), MPI_SUM, MPI_COMM_WORLD)),
+          "MPI_Allreduce");
+    done += m;
+  }
+  return {};
+}
+
+// One request per piece; every rank cuts the same pieces, so they pair up.
+template <class V>
+Request iallreduce_sum(V* buf, std::size_t n) {
   Request r;
-  // One request per piece; every rank cuts the same pieces, so they pair up.
   for (std::size_t done = 0; done < n;) {
     const std::size_t m = std::min(kMaxCount, n - done);
     MPI_Request q;
-    check(MPI_Iallreduce(MPI_IN_PLACE, detail::mpi_buffer(buf + done), static_cast<int>(m), mpi_type<T>(), MPI_SUM,
+    check(MPI_Iallreduce(MPI_IN_PLACE, detail::mpi_buffer(buf + done), static_cast<int>(m), mpi_type<V>(), MPI_SUM,
                          MPI_COMM_WORLD, &q),
           "MPI_Iallreduce");
     r.impl().reqs.push_back(q);
@@ -93,44 +102,45 @@ Request iallreduce_impl(T* buf, std::size_t n) {
   }
   return r;
 }
-}  // namespace
 
-Request iallreduce_sum(float* buf, std::size_t n) { return iallreduce_impl(buf, n); }
-Request iallreduce_sum(double* buf, std::size_t n) { return iallreduce_impl(buf, n); }
-
-namespace {
-template <class T>
-void ps_sum_impl(T* buf, std::size_t n) {
+template <class V>
+Request ps_sum(V* buf, std::size_t n) {
   int p = 1, r = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &p);
   MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  if (p == 1 || n == 0) return;
+  if (p == 1 || n == 0) return {};
   if (n > kMaxCount) throw std::length_error("ps_sum: more than INT_MAX values");
   const int count = static_cast<int>(n);
   constexpr int kTagUp = 71, kTagDown = 72;
   if (r != 0) {
-    check((detail::Busy("MPI_Send", 0), MPI_Send(detail::mpi_buffer(buf), count, mpi_type<T>(), 0, kTagUp, MPI_COMM_WORLD)),
+    check((detail::Busy("MPI_Send", 0), MPI_Send(detail::mpi_buffer(buf), count, mpi_type<V>(), 0, kTagUp, MPI_COMM_WORLD)),
           "MPI_Send");
-    check((detail::Busy("MPI_Recv", 0), MPI_Recv(detail::mpi_buffer(buf), count, mpi_type<T>(), 0, kTagDown, MPI_COMM_WORLD, MPI_STATUS_IGNORE)),
+    check((detail::Busy("MPI_Recv", 0), MPI_Recv(detail::mpi_buffer(buf), count, mpi_type<V>(), 0, kTagDown, MPI_COMM_WORLD, MPI_STATUS_IGNORE)),
           "MPI_Recv");
-    return;
+    return {};
   }
   // The server: rank order, not MPI_ANY_SOURCE, so the sum's rounding never depends on
   // which worker happened to finish first.
-  std::vector<T> incoming(n);
+  std::vector<V> incoming(n);
   for (int q = 1; q < p; ++q) {
-    check((detail::Busy("MPI_Recv", q), MPI_Recv(incoming.data(), count, mpi_type<T>(), q, kTagUp, MPI_COMM_WORLD,
+    check((detail::Busy("MPI_Recv", q), MPI_Recv(incoming.data(), count, mpi_type<V>(), q, kTagUp, MPI_COMM_WORLD,
                    MPI_STATUS_IGNORE)),
           "MPI_Recv");
     for (std::size_t i = 0; i < n; ++i) buf[i] += incoming[i];
   }
   for (int q = 1; q < p; ++q)
-    check((detail::Busy("MPI_Send", q), MPI_Send(detail::mpi_buffer(buf), count, mpi_type<T>(), q, kTagDown, MPI_COMM_WORLD)),
+    check((detail::Busy("MPI_Send", q), MPI_Send(detail::mpi_buffer(buf), count, mpi_type<V>(), q, kTagDown, MPI_COMM_WORLD)),
           "MPI_Send");
+  return {};
 }
-}  // namespace
 
-void ps_sum(float* buf, std::size_t n) { ps_sum_impl(buf, n); }
-void ps_sum(double* buf, std::size_t n) { ps_sum_impl(buf, n); }
+#define NN_INSTANTIATE(V)                                      \
+  template Request allreduce_sum<V>(V*, std::size_t);         \
+  template Request iallreduce_sum<V>(V*, std::size_t);        \
+  template Request ps_sum<V>(V*, std::size_t);
+NN_INSTANTIATE(float)
+NN_INSTANTIATE(double)
+NN_INSTANTIATE(std::uint64_t)
+#undef NN_INSTANTIATE
 
 }  // namespace nn::comm
