@@ -1,9 +1,15 @@
 // The names of the Config enums (config.h), as the options and the output spell them.
 #include "train/config.h"
 
+#include "exchange/pieces.h"
 #include "gemm/gemm.h"
 
 namespace nn::train {
+
+std::size_t exchange_piece_values(std::size_t chunk_bytes, std::size_t n_layer1, std::size_t value_size) {
+  return exchange::piece_values(chunk_bytes == kExchangeChunkAuto ? kExchangeChunkAutoBytes : chunk_bytes, n_layer1,
+                                value_size);
+}
 
 const char* device_name(Device d) { return d == Device::Cpu ? "cpu" : "gpu"; }
 

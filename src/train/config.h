@@ -49,10 +49,12 @@ const char* fused_name(Fused f);
 enum class Persistent { Auto, On, Off };
 const char* persistent_name(Persistent p);
 // --exchange-chunk: layer 1's gradient in pieces of this many bytes through the host-staged
-// exchange (src/train/step.cpp, exchange_through_host); 0: one piece. Auto: 512 KiB, where the
-// scaling model puts the best piece within one of the best at every shape (docs/scaling.md).
+// exchange (src/exchange/host_staged.h); 0: one piece. Auto: 512 KiB, where the scaling model
+// puts the best piece within one of the best at every shape (docs/scaling.md).
 constexpr std::size_t kExchangeChunkAuto = ~std::size_t(0);
 constexpr std::size_t kExchangeChunkAutoBytes = std::size_t(512) << 10;
+// Layer 1's values a piece for --exchange-chunk chunk_bytes (at most exchange::kMaxPieces pieces).
+std::size_t exchange_piece_values(std::size_t chunk_bytes, std::size_t n_layer1, std::size_t value_size);
 // Steps in one persistent launch at most: the host sees progress, stop requests and the step
 // watchdog at these boundaries (and at every --print-every / --save-every boundary).
 constexpr int kPersistentRun = 32;

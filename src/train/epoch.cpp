@@ -17,7 +17,7 @@
 #include "common/nvtx.h"
 #include "train/agree.h"
 #include "train/params.h"
-#include "train/step.h"
+#include "train/run.h"
 #include "train/stop.h"
 #include "train/watchdog.h"
 
@@ -32,9 +32,9 @@ template <class T, class Model>
 [[noreturn]] void diverged(const Run<T, Model>& R, int epoch, std::size_t batch) {
   const Config& cfg = R.cfg;
   const std::string where = batch ? "epoch " + std::to_string(epoch) + ", batch " + std::to_string(batch) + "/" +
-                                        std::to_string(R.batches_per_epoch)
+                                        std::to_string(R.fixed.batches_per_epoch)
                                   : "the end of epoch " + std::to_string(epoch) + " (the weights overflowed)";
-  const auto [se, sb] = R.saved_at;
+  const auto [se, sb] = R.progress.saved_at;
   const std::string kept =
       cfg.save.empty() ? "no --save was given"
       : se < 0 || (se == 0 && sb == 0) ? "nothing was saved to " + cfg.save + " (no epoch finished)"
@@ -50,22 +50,22 @@ template <class T, class Model>
 template <class T, class Model>
 void sync_stats(Run<T, Model>& R) {
   if constexpr (FusedStepModel<Model>) {
-    if (!R.model.stats_deferred()) return;
-    R.model.read_stats(R.epoch_loss, R.epoch_hits);
-    if (comm::all_ok(std::isfinite(R.epoch_loss))) return;
-    const unsigned first = R.model.first_nonfinite_step();
-    const std::vector<double> all = comm::gather_to_root({first ? double(R.device_stats_from + first) : 0.0});
+    if (!R.setup.model->stats_deferred()) return;
+    R.setup.model->read_stats(R.progress.epoch_loss, R.progress.epoch_hits);
+    if (comm::all_ok(std::isfinite(R.progress.epoch_loss))) return;
+    const unsigned first = R.setup.model->first_nonfinite_step();
+    const std::vector<double> all = comm::gather_to_root({first ? double(R.progress.device_stats_from + first) : 0.0});
     double batch = 0;
     for (const double v : all)
       if (v > 0 && (batch == 0 || v < batch)) batch = v;
-    diverged(R, int(R.state.epoch) + 1, std::size_t(comm::broadcast_value(batch)));
+    diverged(R, int(R.setup.root_plan.state.epoch) + 1, std::size_t(comm::broadcast_value(batch)));
   }
 }
 
 // The ranks' sums of the epoch so far: (cross-entropy, hits). Collective.
 template <class T, class Model>
 std::array<double, 2> reduced_sums(const Run<T, Model>& R) {
-  std::array<double, 2> st{R.epoch_loss, double(R.epoch_hits)};
+  std::array<double, 2> st{R.progress.epoch_loss, double(R.progress.epoch_hits)};
   comm::allreduce_sum(st.data(), st.size());
   return st;
 }
@@ -77,9 +77,9 @@ void report_progress(Run<T, Model>& R, int e, std::size_t k) {
   if (every <= 0 || (k + 1) % std::size_t(every) != 0) return;
   sync_stats(R);  // collective too
   const auto st = reduced_sums(R);  // collective: every rank is at the same k
-  const double seen = double(std::min((k + 1) * R.plan.B, R.plan.n));
+  const double seen = double(std::min((k + 1) * R.setup.plan.B, R.setup.plan.n));
   if (R.out) {
-    std::fprintf(R.out, "  epoch %d  batch %zu/%zu  loss %.5f  train acc %.4f\n", e + 1, k + 1, R.batches_per_epoch,
+    std::fprintf(R.out, "  epoch %d  batch %zu/%zu  loss %.5f  train acc %.4f\n", e + 1, k + 1, R.fixed.batches_per_epoch,
                  st[0] / seen, st[1] / seen);
     std::fflush(R.out);
   }
@@ -90,26 +90,26 @@ void report_progress(Run<T, Model>& R, int e, std::size_t k) {
 // same step, whichever ranks were signalled).
 template <class T, class Model>
 void agree_after_step(Run<T, Model>& R, int e, std::size_t k) {
-  call_step_hook(std::uint64_t(e) * R.batches_per_epoch + k + 1);
-  std::vector<int> flags{std::isfinite(R.epoch_loss) ? 0 : 1, stop_requested() ? 1 : 0};
+  call_step_hook(std::uint64_t(e) * R.fixed.batches_per_epoch + k + 1);
+  std::vector<int> flags{std::isfinite(R.progress.epoch_loss) ? 0 : 1, stop_requested() ? 1 : 0};
   comm::any_of_each(flags);
   if (flags[0]) diverged(R, e + 1, k + 1);
   if (flags[1]) {
-    R.stop = true;
+    R.progress.stop = true;
     clear_stop_request();  // acted on
   }
 }
 
-// --persistent: how many steps from batch k of epoch e the next launch runs: up to
-// kPersistentRun, never past the epoch, the next --print-every line or the next --save-every
-// save. 1 for every other step.
+// How many steps from batch k of epoch e the next call of the step takes: 1, or for the
+// persistent step up to Fixed::steps_per_launch (kPersistentRun), never past the epoch, the next
+// --print-every line or the next --save-every save.
 template <class T, class Model>
 std::size_t steps_in_launch(const Run<T, Model>& R, int e, std::size_t k) {
-  if (!R.setup.persistent) return 1;
-  std::size_t n = std::min<std::size_t>(kPersistentRun, R.batches_per_epoch - k);
+  if (R.fixed.steps_per_launch == 1) return 1;
+  std::size_t n = std::min<std::size_t>(R.fixed.steps_per_launch, R.fixed.batches_per_epoch - k);
   if (R.cfg.print_every > 0) n = std::min<std::size_t>(n, std::size_t(R.cfg.print_every) - k % std::size_t(R.cfg.print_every));
   if (R.cfg.save_every) {
-    const std::uint64_t done = std::uint64_t(e) * R.batches_per_epoch + k;
+    const std::uint64_t done = std::uint64_t(e) * R.fixed.batches_per_epoch + k;
     n = std::min<std::size_t>(n, std::size_t(R.cfg.save_every - done % R.cfg.save_every));
   }
   return n;
@@ -123,38 +123,37 @@ std::size_t steps_in_launch(const Run<T, Model>& R, int e, std::size_t k) {
 // divergence and stopping, the --print-every line. Returns the steps taken.
 template <class T, class Model>
 std::size_t take_steps(Run<T, Model>& R, int e, std::size_t k) {
-  NN_RANGE(R.setup.persistent ? "step run" : "batch iteration");
+  NN_RANGE(R.fixed.step_range);
   const std::size_t n = steps_in_launch(R, e, k);
-  const std::uint64_t first = std::uint64_t(e) * R.batches_per_epoch + k + 1;
+  const std::uint64_t first = std::uint64_t(e) * R.fixed.batches_per_epoch + k + 1;
   const std::string of_epoch = " (epoch " + std::to_string(e + 1) + ", batch" + (n > 1 ? "es " : " ") +
                                std::to_string(k + 1) + (n > 1 ? "-" + std::to_string(k + n) : "") + "/" +
-                               std::to_string(R.batches_per_epoch) + ")";
+                               std::to_string(R.fixed.batches_per_epoch) + ")";
   watch(n > 1 ? "steps " + std::to_string(first) + "-" + std::to_string(first + n - 1) + of_epoch
               : "step " + std::to_string(first) + of_epoch,
-        R.steps == 0);  // the first step of this process: the setup allowance (cuBLAS, caches)
+        R.progress.steps == 0);  // the first step of this process: the setup allowance (cuBLAS, caches)
   const bool deferred = stats_deferred(R);  // else each step's own sums are read here
-  if (!deferred) R.model.reset_stats();
+  if (!deferred) R.setup.model->reset_stats();
   const std::uint64_t launches = kernels_issued(R);
   // The batch's first phase starts now (the step's own Phase marks it again: the same phase), so
   // the phases tile the batch; --profile first lines every rank up, its device idle, untimed.
-  R.timer.begin(R.cfg.profile ? Mark::Untimed : R.first_mark);
+  R.measured.timer.begin(R.cfg.profile ? Mark::Untimed : R.fixed.first_mark);
   boundary(R, true);
-  if (R.setup.persistent) persistent_steps(R, k, n);
-  else R.step(R, k);
-  R.steps += n;
-  R.kernels_per_step = double(kernels_issued(R) - launches) / double(n);
+  R.fixed.step(R, k, n);
+  R.progress.steps += n;
+  R.measured.kernels_per_step = double(kernels_issued(R) - launches) / double(n);
   if (!deferred) {
     double loss_sum = 0;
     std::uint64_t hits = 0;
-    R.model.read_stats(loss_sum, hits);  // waits for the step; NaN/inf stays in epoch_loss
-    R.epoch_loss += loss_sum;
-    R.epoch_hits += hits;
+    R.setup.model->read_stats(loss_sum, hits);  // waits for the step; NaN/inf stays in epoch_loss
+    R.progress.epoch_loss += loss_sum;
+    R.progress.epoch_hits += hits;
   }
-  R.state.batch = k + n;
-  for (std::size_t i = 1; i < n; ++i) call_step_hook(std::uint64_t(e) * R.batches_per_epoch + k + i);
+  R.setup.root_plan.state.batch = k + n;
+  for (std::size_t i = 1; i < n; ++i) call_step_hook(std::uint64_t(e) * R.fixed.batches_per_epoch + k + i);
   agree_after_step(R, e, k + n - 1);
   boundary(R, false);
-  R.timer.end();
+  R.measured.timer.end();
   report_progress(R, e, k + n - 1);
   return n;
 }
@@ -164,12 +163,12 @@ std::size_t take_steps(Run<T, Model>& R, int e, std::size_t k) {
 // Collective under model parallelism (the slices are gathered first).
 template <class T, class Model>
 double validation_accuracy(Run<T, Model>& R) {
-  if (!R.sizes.n_val) return 0;
-  if (R.model_parallel) {
+  if (!R.setup.root_plan.sizes.n_val) return 0;
+  if (R.fixed.model_parallel) {
     const std::vector<T> f = full_params(R);
-    if (R.is_root) R.evaluator->set_params(f);
+    if (R.fixed.is_root) R.evaluator->set_params(f);
   }
-  return R.is_root ? double(R.evaluator->evaluate(R.setup.val)) / double(R.sizes.n_val) : 0;
+  return R.fixed.is_root ? double(R.evaluator->evaluate(R.setup.val)) / double(R.setup.root_plan.sizes.n_val) : 0;
 }
 
 // The epoch's line, its --metrics row.
@@ -192,34 +191,34 @@ void report_epoch(Run<T, Model>& R, const EpochStats& es) {
 template <class T, class Model>
 void end_epoch(Run<T, Model>& R, int e, Clock::time_point t_epoch, double cpu_epoch) {
   watch("the end of epoch " + std::to_string(e + 1) + " (sums, validation, save)", false);
-  R.timer.flush();  // the epoch's last batch
+  R.measured.timer.flush();  // the epoch's last batch
   sync_stats(R);    // the fused step's sums, read once an epoch
   const auto st = reduced_sums(R);
   EpochStats es;
   es.epoch = e + 1;
   es.seconds = since(t_epoch);
   es.cpu_seconds = process_cpu_seconds() - cpu_epoch;
-  es.images_per_s = double(R.plan.n) / std::max(es.seconds, 1e-9);
-  std::vector<double> wsq{R.model.weight_sq_norm()};
-  if (R.model_parallel) comm::sum(wsq);  // each rank holds its own slice's weights
-  es.loss = st[0] / double(R.plan.n) + 0.5 * R.cfg.reg * wsq[0];
-  es.train_acc = st[1] / double(R.plan.n);
+  es.images_per_s = double(R.setup.plan.n) / std::max(es.seconds, 1e-9);
+  std::vector<double> wsq{R.setup.model->weight_sq_norm()};
+  if (R.fixed.model_parallel) comm::sum(wsq);  // each rank holds its own slice's weights
+  es.loss = st[0] / double(R.setup.plan.n) + 0.5 * R.cfg.reg * wsq[0];
+  es.train_acc = st[1] / double(R.setup.plan.n);
   es.val_acc = validation_accuracy(R);
   es = comm::broadcast_value(es);  // rank 0's clock and validation for everyone
   if (!comm::all_ok(std::isfinite(es.loss))) diverged(R, e + 1, 0);  // the weights themselves overflowed
-  R.result.epochs.push_back(es);
+  R.progress.result.epochs.push_back(es);
   report_epoch(R, es);
   // The loss is kept rounded to float: its last bits in double depend on the order of the
   // device's atomic additions (one per block), which a GPU -- and the emulator's lazy streams
   // -- do not fix, so equal runs give equal files. The accuracies are exact (counts).
-  R.state.epochs.push_back({double(static_cast<float>(es.loss)), es.train_acc, es.val_acc});
-  R.state.epoch = std::uint32_t(e + 1);
-  R.state.batch = 0;
-  R.epoch_loss = 0;
-  R.epoch_hits = 0;
+  R.setup.root_plan.state.epochs.push_back({double(static_cast<float>(es.loss)), es.train_acc, es.val_acc});
+  R.setup.root_plan.state.epoch = std::uint32_t(e + 1);
+  R.setup.root_plan.state.batch = 0;
+  R.progress.epoch_loss = 0;
+  R.progress.epoch_hits = 0;
   if (stats_deferred(R)) {  // the device's sums too: the save below reads them
-    R.model.reset_stats();
-    R.device_stats_from = 0;
+    R.setup.model->reset_stats();
+    R.progress.device_stats_from = 0;
   }
   if (!R.cfg.save.empty() && e + 1 < R.cfg.epochs) save_now(R);  // the last one: finish_run
 }
@@ -231,17 +230,17 @@ template <class T, class Model>
 void run_epoch(Run<T, Model>& R, int e) {
   const auto t_epoch = Clock::now();
   const double cpu_epoch = process_cpu_seconds();
-  R.model.set_order(shard_order(R.plan, R.model_parallel ? 0 : R.rank, e));
+  R.setup.model->set_order(shard_order(R.setup.plan, R.fixed.model_parallel ? 0 : R.fixed.rank, e));
   if constexpr (FusedStepModel<Model>)
     if (stats_deferred(R)) {  // the device continues this epoch's sums (a resumed one's too)
-      R.model.set_stats(R.epoch_loss, R.epoch_hits);
-      R.device_stats_from = R.state.batch;
+      R.setup.model->set_stats(R.progress.epoch_loss, R.progress.epoch_hits);
+      R.progress.device_stats_from = R.setup.root_plan.state.batch;
     }
-  for (std::size_t k = R.state.batch; k < R.batches_per_epoch;) {
+  for (std::size_t k = R.setup.root_plan.state.batch; k < R.fixed.batches_per_epoch;) {
     k += take_steps(R, e, k);
-    const std::uint64_t run_step = std::uint64_t(e) * R.batches_per_epoch + k;
-    if (R.cfg.save_every && run_step % R.cfg.save_every == 0 && k < R.batches_per_epoch) save_now(R);
-    if (R.stop && k < R.batches_per_epoch) return;
+    const std::uint64_t run_step = std::uint64_t(e) * R.fixed.batches_per_epoch + k;
+    if (R.cfg.save_every && run_step % R.cfg.save_every == 0 && k < R.fixed.batches_per_epoch) save_now(R);
+    if (R.progress.stop && k < R.fixed.batches_per_epoch) return;
   }
   end_epoch(R, e, t_epoch, cpu_epoch);
 }
@@ -258,8 +257,8 @@ void open_metrics(Run<T, Model>& R) {
       throw UserError(R.cfg.metrics + ": cannot write the metrics file (" + std::strerror(errno) + ")");
     std::fprintf(metrics.get(), "epoch,loss,train_acc,val_acc,seconds,images_per_s\n");
     // A resumed run rewrites the saved epochs' rows; their timings are not kept (empty).
-    for (std::size_t i = 0; i < R.restored_epochs; ++i) {
-      const EpochRecord& e = R.state.epochs[i];
+    for (std::size_t i = 0; i < R.progress.restored_epochs; ++i) {
+      const EpochRecord& e = R.setup.root_plan.state.epochs[i];
       std::fprintf(metrics.get(), "%zu,%.6f,%.6f,%.6f,,\n", i + 1, e.loss, e.train_acc, e.val_acc);
     }
   });
@@ -269,40 +268,40 @@ void open_metrics(Run<T, Model>& R) {
 // times them as one.
 template <class T, class Model>
 void train_epochs(Run<T, Model>& R) {
-  if (R.split_passes && !R.model_parallel) R.model.set_phase_hook([&R] {
+  if (R.fixed.split_passes && !R.fixed.model_parallel) R.setup.model->set_phase_hook([&R] {
     boundary(R, false);
-    R.timer.mark(Mark::Backward);
+    R.measured.timer.mark(Mark::Backward);
   });
   const auto t_train = Clock::now();
   {
     NN_RANGE(kOnHost<Model> ? "train (cpu)" : "train (gpu)");  // says what computes
-    for (int e = R.start_epoch; e < R.cfg.epochs && !R.stop; ++e) run_epoch(R, e);
+    for (int e = R.progress.start_epoch; e < R.cfg.epochs && !R.progress.stop; ++e) run_epoch(R, e);
   }
-  if (int(R.state.epoch) == R.cfg.epochs) R.stop = false;  // a signal after the last step: just finish
-  R.train_s = since(t_train);
-  R.result.overlap_polls = comm::sum(std::uint64_t(R.overlap_polls));  // every rank's
-  R.model.set_phase_hook({});
+  if (int(R.setup.root_plan.state.epoch) == R.cfg.epochs) R.progress.stop = false;  // a signal after the last step: just finish
+  R.measured.train_s = since(t_train);
+  R.progress.result.overlap_polls = comm::sum(std::uint64_t(R.fixed.exchange->polls()));  // every rank's
+  R.setup.model->set_phase_hook({});
 }
 
 template <class T, class Model>
 std::vector<T> full_params(Run<T, Model>& R) {
-  const std::vector<T> mine = R.model.get_params();
+  const std::vector<T> mine = R.setup.model->get_params();
   const std::vector<double> all = comm::gather_to_root(std::vector<double>(mine.begin(), mine.end()));
-  if (!R.is_root) return {};
-  const std::vector<double> f = assemble_params(all, kInputDim, R.cfg.hidden, kNumClasses, R.ranks);
+  if (!R.fixed.is_root) return {};
+  const std::vector<double> f = assemble_params(all, kInputDim, R.cfg.hidden, kNumClasses, R.fixed.ranks);
   return std::vector<T>(f.begin(), f.end());
 }
 
 template <class T, class Model>
 std::optional<Checkpoint> snapshot(Run<T, Model>& R, const std::vector<T>* params) {
   const std::vector<T> cur = params           ? *params
-                             : R.model_parallel ? full_params(R)
-                             : R.is_root        ? R.model.get_params()
+                             : R.fixed.model_parallel ? full_params(R)
+                             : R.fixed.is_root        ? R.setup.model->get_params()
                                                 : std::vector<T>{};
-  const std::vector<double> sums = comm::gather_to_root({R.epoch_loss, double(R.epoch_hits)});
-  if (!R.is_root) return std::nullopt;
-  Checkpoint ck = unpack(cur, R.full_layout);
-  TrainState st = R.state;
+  const std::vector<double> sums = comm::gather_to_root({R.progress.epoch_loss, double(R.progress.epoch_hits)});
+  if (!R.fixed.is_root) return std::nullopt;
+  Checkpoint ck = unpack(cur, R.fixed.full_layout);
+  TrainState st = R.setup.root_plan.state;
   for (std::size_t q = 0; q < st.loss_sum.size(); ++q) {
     st.loss_sum[q] = sums[2 * q];
     st.hits[q] = std::uint64_t(sums[2 * q + 1]);
@@ -319,9 +318,9 @@ void save_now(Run<T, Model>& R) {
   const auto t0 = Clock::now();
   const std::optional<Checkpoint> ck = snapshot(R);
   on_root([&] { save_checkpoint(R.cfg.save, *ck); });
-  R.saved_at = {int(R.state.epoch), std::size_t(R.state.batch)};
-  R.result.save_seconds += since(t0);
-  ++R.result.saves;
+  R.progress.saved_at = {int(R.setup.root_plan.state.epoch), std::size_t(R.setup.root_plan.state.batch)};
+  R.progress.result.save_seconds += since(t0);
+  ++R.progress.result.saves;
 }
 
 #define NN_INSTANTIATE(T, Model)                                                                \

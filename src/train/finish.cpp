@@ -19,15 +19,15 @@
 namespace nn::train {
 namespace {
 
-// The epochs this process timed, as indices [first, end) of R.result.epochs: restored epochs
+// The epochs this process timed, as indices [first, end) of R.progress.result.epochs: restored epochs
 // (--resume) have no times, and this run's first, the warm-up, is left out when it ran more.
 struct EpochRange {
   std::size_t first = 0, end = 0;
 };
 template <class T, class Model>
 EpochRange timed_epochs(const Run<T, Model>& R) {
-  const std::size_t n = R.result.epochs.size();
-  const std::size_t own = std::min(R.restored_epochs, n);  // this run's epochs are [own, n)
+  const std::size_t n = R.progress.result.epochs.size();
+  const std::size_t own = std::min(R.progress.restored_epochs, n);  // this run's epochs are [own, n)
   return {own + (n - own > 1 ? 1 : 0), n};
 }
 
@@ -41,8 +41,8 @@ CoresBusy cores_busy(const Run<T, Model>& R) {
   const auto [from, n] = timed_epochs(R);
   double wall = 0, cpu = 0;
   for (std::size_t i = from; i < n; ++i) {
-    wall += R.result.epochs[i].seconds;
-    cpu += R.result.epochs[i].cpu_seconds;
+    wall += R.progress.result.epochs[i].seconds;
+    cpu += R.progress.result.epochs[i].cpu_seconds;
   }
   if (wall <= 0) return {};
   return {cpu / wall, from + 1, n};
@@ -59,7 +59,7 @@ void add_step_shape(nlohmann::ordered_json& report, const Run<T, Model>& R) {
 #else
   const bool counted = R.cfg.gemm != 0;
 #endif
-  if (counted) report["kernels_per_step"] = R.kernels_per_step;
+  if (counted) report["kernels_per_step"] = R.measured.kernels_per_step;
   else report["kernels_per_step"] = nullptr;
 }
 
@@ -78,28 +78,27 @@ void add_exchange(nlohmann::ordered_json& report, const Run<T, Model>& R) {
   };
   const double exposed = median("d2h") + median("allreduce") + median("h2d");
   const double compute = median("forward_backward");
-  const std::size_t pieces = (R.n_layer1 + R.exchange_piece - 1) / R.exchange_piece;
-  const bool staged = !kOnHost<Model> && !R.mpi_in_place && !R.model_parallel;
-  report["exchange"] = {{"pieces", staged ? pieces : 1},
-                        {"piece_bytes", (staged ? R.exchange_piece : R.n_layer1) * sizeof(T)},
-                        {"exposed_s", R.ranks > 1 ? nlohmann::ordered_json(exposed) : nlohmann::ordered_json()},
+  const exchange::Exchange<T>& engine = *R.fixed.exchange;
+  report["exchange"] = {{"pieces", engine.pieces()},
+                        {"piece_bytes", engine.piece_values() * sizeof(T)},
+                        {"exposed_s", R.fixed.ranks > 1 ? nlohmann::ordered_json(exposed) : nlohmann::ordered_json()},
                         {"compute_s", compute},
-                        {"over_compute", R.ranks > 1 && compute > 0 ? nlohmann::ordered_json(exposed / compute)
+                        {"over_compute", R.fixed.ranks > 1 && compute > 0 ? nlohmann::ordered_json(exposed / compute)
                                                                     : nlohmann::ordered_json()}};
-  if (R.out && R.ranks > 1 && compute > 0 && exposed > compute)
+  if (R.out && R.fixed.ranks > 1 && compute > 0 && exposed > compute)
     std::fprintf(R.out, "exchange: %.3f ms a step, %.1fx the step's compute (%.3f ms): at this shape %d ranks "
                  "spend more time exchanging than computing (docs/scaling.md: how many GPUs pay)\n",
-                 1e3 * exposed, exposed / compute, 1e3 * compute, R.ranks);
+                 1e3 * exposed, exposed / compute, 1e3 * compute, R.fixed.ranks);
 }
 
 template <class T, class Model>
 std::vector<T> final_params(Run<T, Model>& R) {
-  if (!R.model_parallel) return R.model.get_params();
+  if (!R.fixed.model_parallel) return R.setup.model->get_params();
   const std::vector<T> f = full_params(R);
   std::vector<double> fd(f.begin(), f.end());
   comm::broadcast(fd);
   std::vector<T> final_p(fd.begin(), fd.end());
-  if (R.is_root) R.evaluator->set_params(final_p);
+  if (R.fixed.is_root) R.evaluator->set_params(final_p);
   return final_p;
 }
 
@@ -115,29 +114,29 @@ void measure_blas_bound(Run<T, Model>& R) {
   if constexpr (kOnHost<Model>) {
     const int b = R.setup.max_part;
     // About 0.5 s of repetitions, the count decided on rank 0 so that all ranks run together.
-    const double once = comm::broadcast_value(R.model.time_step_gemms(b, 1, !R.model_parallel).seconds);
+    const double once = comm::broadcast_value(R.setup.model->time_step_gemms(b, 1, !R.fixed.model_parallel).seconds);
     const int reps = int(std::clamp(0.5 / std::max(once, 1e-6), 5.0, 300.0));
     comm::barrier();
-    const auto t = R.model.time_step_gemms(b, reps, !R.model_parallel);
+    const auto t = R.setup.model->time_step_gemms(b, reps, !R.fixed.model_parallel);
     const std::vector<double> all = comm::gather_to_root(std::vector<double>{t.seconds, t.flops});
     double slowest = 0, flops = 0;
     for (std::size_t i = 0; i + 1 < all.size(); i += 2) {
       slowest = std::max(slowest, all[i]);
       flops += all[i + 1];
     }
-    R.gemm_step_s = comm::broadcast_value(slowest);
-    R.gemm_flops_per_s = comm::broadcast_value(slowest > 0 ? flops / slowest : 0.0);
+    R.measured.gemm_step_s = comm::broadcast_value(slowest);
+    R.measured.gemm_flops_per_s = comm::broadcast_value(slowest > 0 ? flops / slowest : 0.0);
     const auto [first, end] = timed_epochs(R);
     if (!R.out || first >= end) return;
     std::vector<double> secs;
-    for (std::size_t i = first; i < end; ++i) secs.push_back(R.result.epochs[i].seconds);
+    for (std::size_t i = first; i < end; ++i) secs.push_back(R.progress.result.epochs[i].seconds);
     std::sort(secs.begin(), secs.end());
     const double median = secs.size() % 2 ? secs[secs.size() / 2]
                                           : (secs[secs.size() / 2 - 1] + secs[secs.size() / 2]) / 2;
-    const double bound = R.gemm_step_s * double(R.plan.n) / double(R.plan.B);
+    const double bound = R.measured.gemm_step_s * double(R.setup.plan.n) / double(R.setup.plan.B);
     std::fprintf(R.out, "blas bound: the step's library GEMMs alone %.3f ms (slowest rank; %.1f GFLOP/s over %d rank%s "
                  "on these shapes) -> epoch >= %.4f s; median epoch %.4f s = %.2fx the bound\n",
-                 1e3 * R.gemm_step_s, 1e-9 * R.gemm_flops_per_s, R.ranks, R.ranks == 1 ? "" : "s", bound, median,
+                 1e3 * R.measured.gemm_step_s, 1e-9 * R.measured.gemm_flops_per_s, R.fixed.ranks, R.fixed.ranks == 1 ? "" : "s", bound, median,
                  bound > 0 ? median / bound : 0.0);
     // Whether the threads had cores: a rank whose threads share one core shows about 1 here.
     const CoresBusy busy = cores_busy(R);
@@ -155,50 +154,50 @@ template <class T, class Model>
 nlohmann::ordered_json performance_report(Run<T, Model>& R) {
   nlohmann::ordered_json report;
   const Config& cfg = R.cfg;
-  const double us_per_step = R.steps ? 1e6 * R.queue_s / double(R.steps) : 0.0;
-  const auto& g = R.model.graph_stats();
-  if (R.timer.active()) {
+  const double us_per_step = R.progress.steps ? 1e6 * R.measured.queue_s / double(R.progress.steps) : 0.0;
+  const auto& g = R.setup.model->graph_stats();
+  if (R.measured.timer.active()) {
     ReportInputs in;
     in.device = R.setup.device_name;
 #ifdef SIM_EMULATOR
     in.emulator = true;
 #endif
     in.cpu = kOnHost<Model>;
-    in.gemm_flops_per_s = R.gemm_flops_per_s;
-    in.ranks = R.ranks;
+    in.gemm_flops_per_s = R.measured.gemm_flops_per_s;
+    in.ranks = R.fixed.ranks;
     in.rank_devices = R.setup.rank_devices;
     in.is_double = std::is_same_v<T, double>;
     in.hidden = cfg.hidden;
     in.batch = cfg.batch;
     in.epochs = cfg.epochs;
-    in.n_train = R.sizes.n_fit;
+    in.n_train = R.setup.root_plan.sizes.n_fit;
     in.gemm = cfg.gemm;
     in.profile = cfg.profile;
     in.node_shared = R.setup.node_memory != nullptr;
     in.D = kInputDim;
     in.C = kNumClasses;
-    in.batches = R.timer.batches();
-    for (std::size_t i = R.restored_epochs; i < R.result.epochs.size(); ++i)  // as printed, this process's
-      in.epoch_seconds.push_back(R.result.epochs[i].seconds);
-    in.total_s = R.train_s;
+    in.batches = R.measured.timer.batches();
+    for (std::size_t i = R.progress.restored_epochs; i < R.progress.result.epochs.size(); ++i)  // as printed, this process's
+      in.epoch_seconds.push_back(R.progress.result.epochs[i].seconds);
+    in.total_s = R.measured.train_s;
     report = make_report(in);
     if (R.out) {
       print_report_summary(R.out, report);
       std::fflush(R.out);
     }
     report["strategy"] = strategy_name(cfg.strategy);
-    report["overlap"] = !R.model_parallel && R.overlap && !R.setup.node_memory;
+    report["overlap"] = !R.fixed.model_parallel && cfg.overlap && !cfg.profile && !R.setup.node_memory;
     report["node_shared"] = R.setup.node_memory != nullptr;
-    report["overlap_polls"] = R.result.overlap_polls;
+    report["overlap_polls"] = R.progress.result.overlap_polls;
     report["mpi_memory"] = cfg.mpi_device ? "device" : "host";
     add_exchange(report, R);
     if constexpr (kOnHost<Model>)
       report["cpu"] = {{"threads_per_rank", R.setup.threads},
                        {"gemm", cpu_gemm_name(cfg.cpu_gemm)},
                        {"gemm_version", cpu_gemm_version(cfg.cpu_gemm)},
-                       {"gemm_step_s", R.gemm_step_s},
+                       {"gemm_step_s", R.measured.gemm_step_s},
                        {"cores_busy_rank0", cores_busy(R).cores},
-                       {"blas_bound_epoch_s", R.gemm_step_s * double(R.plan.n) / double(R.plan.B)}};
+                       {"blas_bound_epoch_s", R.measured.gemm_step_s * double(R.setup.plan.n) / double(R.setup.plan.B)}};
     report["host_queue_us_per_step"] = us_per_step;
     if constexpr (!kOnHost<Model>) add_step_shape(report, R);
     report["graph"] = {{"enabled", R.setup.graphs}, {"captured", g.captured}, {"nodes", g.nodes},
@@ -215,29 +214,29 @@ nlohmann::ordered_json performance_report(Run<T, Model>& R) {
 // metrics file.
 template <class T, class Model>
 void stop_run(Run<T, Model>& R) {
-  if (!R.cfg.save.empty() && R.saved_at != std::pair<int, std::size_t>{int(R.state.epoch), R.state.batch})
+  if (!R.cfg.save.empty() && R.progress.saved_at != std::pair<int, std::size_t>{int(R.setup.root_plan.state.epoch), R.setup.root_plan.state.batch})
     save_now(R);
   on_root([&] {
     FilePtr& metrics = R.setup.root_plan.metrics;
     if (metrics && (std::ferror(metrics.get()) || std::fclose(metrics.release()) != 0))
       throw UserError(R.cfg.metrics + ": write error");
   });
-  R.result.stopped = true;
-  R.result.steps = std::uint64_t(R.state.epoch) * R.batches_per_epoch + R.state.batch;
-  R.result.params = unpack(final_params(R), R.full_layout);
+  R.progress.result.stopped = true;
+  R.progress.result.steps = std::uint64_t(R.setup.root_plan.state.epoch) * R.fixed.batches_per_epoch + R.setup.root_plan.state.batch;
+  R.progress.result.params = unpack(final_params(R), R.fixed.full_layout);
 }
 
 // Test precision, the files (metrics closed, --save, --report), the --verify replay.
 template <class T, class Model>
 void finish_run(Run<T, Model>& R, const nlohmann::ordered_json& report) {
   const Config& cfg = R.cfg;
-  TrainResult& res = R.result;
+  TrainResult& res = R.progress.result;
   const std::vector<T> final_p = final_params(R);
   double prec = 0;
-  if (R.is_root && R.sizes.n_test) prec = double(R.evaluator->evaluate(R.setup.test)) / double(R.sizes.n_test);
+  if (R.fixed.is_root && R.setup.root_plan.sizes.n_test) prec = double(R.evaluator->evaluate(R.setup.test)) / double(R.setup.root_plan.sizes.n_test);
   res.test_precision = comm::broadcast_value(prec);
-  res.params = unpack(final_p, R.full_layout);
-  res.steps = std::uint64_t(R.state.epoch) * R.batches_per_epoch + R.state.batch;
+  res.params = unpack(final_p, R.fixed.full_layout);
+  res.steps = std::uint64_t(R.setup.root_plan.state.epoch) * R.fixed.batches_per_epoch + R.setup.root_plan.state.batch;
   const std::optional<Checkpoint> ck = cfg.save.empty() ? std::nullopt : snapshot(R, &final_p);
   // Rank 0 alone writes files; on_root keeps every rank in step and shares its verdict.
   on_root([&] {
@@ -255,9 +254,9 @@ void finish_run(Run<T, Model>& R, const nlohmann::ordered_json& report) {
   });
   if (cfg.verify) {
     VerifyResult v;
-    if (R.is_root)
-      v = replay_and_compare<T>(cfg, R.plan, R.data.train, R.setup.init, final_p, R.full_layout, R.start_epoch,
-                                R.start_batch);
+    if (R.fixed.is_root)
+      v = replay_and_compare<T>(cfg, R.setup.plan, R.data.train, R.setup.init, final_p, R.fixed.full_layout, R.progress.start_epoch,
+                                R.progress.start_batch);
     res.verify = comm::broadcast_value(v);
     if (R.out)
       std::fprintf(R.out, "verify: relative error W1 %.3g  b1 %.3g  W2 %.3g  b2 %.3g (tolerance %g) %s\n", v.W1,

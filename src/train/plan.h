@@ -6,25 +6,11 @@
 #include <cstdint>
 #include <vector>
 
-#include "io/checkpoint.h"
 #include "train/config.h"
-#include "train/trainer.h"
-#include "train/util.h"
+#include "train/host_data.h"
+#include "train/root_plan.h"
 
 namespace nn::train {
-
-// What rank 0 decides from the data, the options and the files: sizes, the initial
-// parameters (fresh or from --load), the open --metrics file.
-struct Sizes {
-  std::uint64_t n_fit = 0, n_val = 0, n_test = 0;
-};
-struct RootPlan {
-  Sizes sizes;
-  std::vector<double> init;  // packed, as drawn / as stored
-  FilePtr metrics;
-  TrainState state;           // rank 0: fresh (epoch 0, batch 0) or as saved; its fingerprint
-  bool resumed = false;       // the state and init came from --save (--resume)
-};
 
 // Identical on every rank (every rank parsed the same command line), so no collective.
 // Throws nn::UserError.

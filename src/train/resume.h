@@ -7,8 +7,8 @@
 
 #include "io/checkpoint.h"
 #include "train/config.h"
-#include "train/plan.h"
-#include "train/trainer.h"
+#include "train/host_data.h"
+#include "train/root_plan.h"
 
 namespace nn::train {
 

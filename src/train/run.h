@@ -1,20 +1,28 @@
-// The run: everything one training run works with, made once by setup (setup.h) and then read
-// and advanced by the loop (epoch.cpp), the step the setup chose (step.cpp) and the end of the
-// run (finish.cpp); and Phase, the scope of one timed phase of a step. Internal to src/train.
+// The run: everything one training run works with, in four parts by what reads them --
+//   setup     what the setup made (setup.h): the models, the shards' plan, the sizes and saved
+//             state, the images rank 0 evaluates;
+//   fixed     what a step reads, fixed when the run is made: ranks, rate, sizes, the step and
+//             the exchange engine chosen (step.cpp, choose);
+//   progress  what the loop advances: the epoch's sums, stop, the last save, the result;
+//   measured  what is timed for --report.
+// The constructor (run.cpp) makes all four; the loop (epoch.cpp), the step (step.cpp) and the
+// end of the run (finish.cpp) use them. Also Phase, the scope of one timed phase of a step, and
+// ExchangeParts, which times an exchange engine's parts. Internal to src/train.
 #pragma once
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <memory>
+#include <optional>
 #include <utility>
-#include <vector>
 
 #include <cuda_runtime.h>
 
 #include "comm/comm.h"
 #include "common/check.h"
-#include "common/device_buffer.h"
 #include "common/nn_real.h"
+#include "common/nvtx.h"
+#include "exchange/exchange.h"
 #include "model/cpu_model.h"
 #include "model/device_model.h"
 #include "model/model.h"
@@ -34,9 +42,69 @@ using model::Stage;
 
 template <class T, class Model>
 struct Run;
-// One step of the run, batch k of the epoch (step.cpp): the strategy chosen once, at setup.
+// n steps of the run from batch k of the epoch (step.cpp): n is 1 but for the persistent step,
+// which takes up to Fixed::steps_per_launch in one launch.
 template <class T, class Model>
-using StepFn = void (*)(Run<T, Model>&, std::size_t k);
+using StepFn = void (*)(Run<T, Model>&, std::size_t k, std::size_t n);
+
+// What a step reads, fixed when the run is made.
+template <class T, class Model>
+struct Fixed {
+  int ranks = 1, rank = 0;
+  bool is_root = true, model_parallel = false;
+  T lr{}, reg{};
+  ParamLayout full_layout;           // the whole network's (model parallelism: not this rank's slice)
+  std::size_t n_params = 0;          // parameters of this rank's model
+  std::size_t batches_per_epoch = 0;
+  exchange::Regions regions;         // the gradient's layer 1 and layer 2 (exchange.h)
+  bool split_passes = true;          // the forward and backward passes timed apart (not under --graph)
+  Mark first_mark = Mark::Forward;   // the first phase of a step
+  // Chosen once (step.cpp, choose): the step, how many steps one call may take, its NVTX range,
+  // and the engine that sums the gradient over the ranks.
+  StepFn<T, Model> step = nullptr;
+  std::size_t steps_per_launch = 1;
+  const char* step_range = "batch iteration";
+  std::unique_ptr<exchange::Exchange<T>> exchange;
+  const char* reduce_range = "MPI_Allreduce";  // the NVTX range of the engine's sums
+};
+
+// What the loop advances. With the model's weights and setup.root_plan.state, exactly what --save
+// holds (TrainState, checkpoint.h); this rank's sums of the epoch live in epoch_loss / epoch_hits
+// between saves.
+struct Progress {
+  int start_epoch = 0;               // where this process began (0, 0 unless resumed)
+  std::size_t start_batch = 0;
+  std::size_t restored_epochs = 0;   // finished epochs read from the saved state
+  double epoch_loss = 0;             // this rank's cross-entropy sum of the epoch so far
+  std::uint64_t epoch_hits = 0;      // and its correct predictions
+  bool stop = false;                 // the ranks agreed to stop after this step (a signal)
+  std::pair<int, std::size_t> saved_at{-1, 0};  // (epoch, batch) of the state --save holds; -1: none
+  std::size_t device_stats_from = 0;  // the epoch's batch at which the device's deferred sums started
+  std::size_t steps = 0;              // steps this process took
+  TrainResult result;
+};
+
+// What is measured for --report / --profile: rank 0 times every batch phase by phase with CUDA
+// events (report.h). --profile also lines the device and the ranks up at the phase boundaries,
+// so each phase's time is its own (a rank waiting for a slower one waits in an untimed gap, not
+// in the all-reduce), at the price of the overlap and pipelining it removes.
+struct Measured {
+  PhaseTimer timer;
+  double queue_s = 0;            // host time spent queueing the steps' device work (--graph saves it)
+  double kernels_per_step = 0;   // kernel launches of the last step (device models; a persistent run's share)
+  double train_s = 0;
+  // --device cpu: the step's GEMMs alone, timed on every rank at once after training (the
+  // slowest rank's median), and their FLOP rate: the BLAS-bound limit of an epoch.
+  double gemm_step_s = 0, gemm_flops_per_s = 0;
+};
+
+// Fills f's choices (step.cpp) from the options and what the setup made: the step this run takes
+// every batch -- data parallel (the default), the lone rank's fused or persistent step, model
+// parallelism, the host's node-shared or overlapped step -- how many steps one call takes, and
+// the exchange engine (src/exchange) that sums the gradient: none at one rank, host-staged or
+// device pointers on a GPU, the host model's memory or the node's shared memory on the host.
+template <class T, class Model>
+void choose(const Config& cfg, Setup<T, Model>& s, Fixed<T, Model>& f);
 
 // Model: DeviceModel<T> or CpuModel<T> (model/model.h); the loop uses nothing else of it.
 template <class T, class Model>
@@ -47,73 +115,14 @@ struct Run {
 
   const Config& cfg;
   const HostData& data;
-  const int ranks, rank;
-  const bool is_root, model_parallel;
   std::FILE* const out;  // rank 0's report stream, null elsewhere
   Setup<T, Model> setup;
-  // Where the run stands: with the model's weights, exactly what --save holds (TrainState,
-  // checkpoint.h). Updated after every step and epoch; this rank's sums of the epoch live in
-  // epoch_loss / epoch_hits between saves.
-  TrainState& state;
-  const int start_epoch;            // where this process began (0, 0 unless resumed)
-  const std::size_t start_batch;
-  const std::size_t restored_epochs;  // finished epochs read from the saved state
-  Model& model;
-  Model* const evaluator;  // model parallelism: rank 0's whole network, put together from the slices
-  const ShardPlan& plan;
-  const Sizes& sizes;
-  const ParamLayout full_layout;
-  const std::size_t n_params;           // parameters of this rank's model
-  const std::size_t batches_per_epoch;
-  // Data parallelism's gradient exchange, in two regions: layer 1 [W1 | b1] = [0, n_layer1)
-  // and layer 2 [W2 | b2] = [n_layer1, n_params) (step.cpp, exchange_gradients).
-  const std::size_t n_layer1, n_layer2;
-  const T lr, reg;
-  // MPI works on the model's own buffers (--mpi device; --device cpu, whose buffers are host
-  // memory): no staging copies.
-  const bool mpi_in_place;
-  PinnedBuffer<T> h_grad, h_scores;  // host staging of the gradients / partial scores
-  // Layer 1's values a piece of the staged exchange (--exchange-chunk; n_layer1: one piece).
-  const std::size_t exchange_piece;
-  // --report / --profile: rank 0 times every batch phase by phase with CUDA events
-  // (report.h). --profile also lines the device and the ranks up at the phase boundaries,
-  // so each phase's time is its own (a rank waiting for a slower one waits in an untimed
-  // gap, not in the allreduce), at the price of the overlap and pipelining it removes.
-  PhaseTimer timer;
-  const bool overlap;
-  const bool split_passes;  // the forward and backward passes timed apart (not under --graph)
-  const Mark first_mark;    // the first phase of a step
-  const char* const mpi_range;  // NVTX range of an exchange, as the course's profiles name it
-  StepFn<T, Model> step = nullptr;  // chosen by choose_step (step.cpp) when the run is made
-
-  // Progress and what it produced.
-  double epoch_loss = 0;             // this rank's cross-entropy sum of the epoch so far
-  std::uint64_t epoch_hits = 0;      // and its correct predictions
-  bool stop = false;                 // the ranks agreed to stop after this step (a signal)
-  std::pair<int, std::size_t> saved_at{-1, 0};  // (epoch, batch) of the state --save holds; -1: none
-  std::uint64_t overlap_polls = 0;   // this rank's MPI_Test rounds while layer 1 was copied
-  std::vector<int> node_shared_cols = std::vector<int>(std::size_t(ranks));  // each rank's columns this step
-  double queue_s = 0;                // host time spent queueing the steps' device work (--graph saves it)
-  std::size_t device_stats_from = 0;  // the epoch's batch at which the device's deferred sums started
-  double kernels_per_step = 0;  // kernel launches of the last step (device models; a persistent run's share)
-  std::size_t steps = 0;
-  double train_s = 0;
-  // --device cpu: the step's GEMMs alone, timed on every rank at once after training (the
-  // slowest rank's median), and their FLOP rate: the BLAS-bound limit of an epoch.
-  double gemm_step_s = 0, gemm_flops_per_s = 0;
-  TrainResult result;
+  // Model parallelism: rank 0's whole network, put together from the slices; else the model.
+  Model* const evaluator;
+  const Fixed<T, Model> fixed;
+  Progress progress;
+  Measured measured;
 };
-
-// Pieces of the staged exchange at most (each takes a copy ticket, model.h).
-inline constexpr std::size_t kMaxExchangePieces = 32;
-
-// Layer 1's values a piece for --exchange-chunk bytes (0: one piece), at most kMaxExchangePieces.
-inline std::size_t exchange_piece_values(std::size_t chunk_bytes, std::size_t n_layer1, std::size_t value_size) {
-  const std::size_t bytes = chunk_bytes == kExchangeChunkAuto ? kExchangeChunkAutoBytes : chunk_bytes;
-  if (bytes == 0 || n_layer1 == 0) return n_layer1 ? n_layer1 : 1;
-  const std::size_t piece = std::max<std::size_t>(1, bytes / value_size);
-  return std::max(piece, (n_layer1 + kMaxExchangePieces - 1) / kMaxExchangePieces);
-}
 
 // With --profile, the device (and, with all_ranks, every rank) lines up at a phase boundary.
 template <class T, class Model>
@@ -132,10 +141,10 @@ class Phase {
  public:
   Phase(Run<T, Model>& R, Mark m)
       : R_(R), counting_(m == Mark::Forward || m == Mark::Backward || m == Mark::ForwardBackward || m == Mark::Step) {
-    R.timer.mark(m);
+    R.measured.timer.mark(m);
   }
   void queued() {
-    if (counting_) R_.queue_s += since(t0_);
+    if (counting_) R_.measured.queue_s += since(t0_);
     counting_ = false;
   }
   ~Phase() noexcept(false) {
@@ -151,26 +160,55 @@ class Phase {
   Clock::time_point t0_ = Clock::now();
 };
 
+// The parts of one exchange (exchange.h) as phases of the step: the gradient's copy down (D2H,
+// NVTX "cudaMemcpyDeviceToHost"), its sum (Allreduce, the reduction's NVTX range) and its copy
+// up (H2D). Under --profile every rank lines up, untimed, before the sum, so a rank waiting for a
+// slower one does not count as all-reduce time. Made for one exchange; its end ends the last part.
+template <class T, class Model>
+class ExchangeParts final : public exchange::Parts {
+ public:
+  explicit ExchangeParts(Run<T, Model>& R) : R_(R) {}
+  ExchangeParts(const ExchangeParts&) = delete;
+  ExchangeParts& operator=(const ExchangeParts&) = delete;
+  ~ExchangeParts() noexcept(false) { end(); }
+
+  void begin(exchange::Part p) override {
+    end();
+    if (p == exchange::Part::Reduce && R_.cfg.profile) {
+      R_.measured.timer.mark(Mark::Untimed);
+      boundary(R_, true);
+    }
+    R_.measured.timer.mark(p == exchange::Part::Download ? Mark::D2H : p == exchange::Part::Reduce ? Mark::Allreduce : Mark::H2D);
+    open_ = true;
+    if (p == exchange::Part::Download) range_.emplace("cudaMemcpyDeviceToHost");
+    if (p == exchange::Part::Reduce) range_.emplace(R_.fixed.reduce_range);
+  }
+
+ private:
+  // As a Phase ends: the range closes, and under --profile the device lines up.
+  void end() {
+    range_.reset();
+    if (open_) boundary(R_, false);
+    open_ = false;
+  }
+  Run<T, Model>& R_;
+  bool open_ = false;
+  std::optional<NvtxRange> range_;
+};
+
 // The fused step's loss and hits accumulate on the device over the epoch (no host round trip
 // inside it): true when the model keeps them there.
 template <class T, class Model>
 bool stats_deferred(const Run<T, Model>& R) {
-  if constexpr (FusedStepModel<Model>) return R.model.stats_deferred();
+  if constexpr (FusedStepModel<Model>) return R.setup.model->stats_deferred();
   else return false;
 }
 
 // Kernel launches so far (device models; 0 for the host model).
 template <class T, class Model>
 std::uint64_t kernels_issued(const Run<T, Model>& R) {
-  if constexpr (FusedStepModel<Model>) return R.model.kernels_issued();
+  if constexpr (FusedStepModel<Model>) return R.setup.model->kernels_issued();
   else return 0;
 }
-
-// The four runs the trainer is built for: F(T, Model) for float and double, device and host.
-#define NN_FOR_EACH_RUN(F)      \
-  F(float, DeviceModel<float>)   \
-  F(double, DeviceModel<double>) \
-  F(float, CpuModel<float>)      \
-  F(double, CpuModel<double>)
 
 }  // namespace nn::train

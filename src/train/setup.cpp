@@ -1,5 +1,5 @@
 // Setting a run up (setup.h): the plan shared from rank 0, the device chosen, the shards
-// scattered once, the models built, the step chosen (step.cpp's choose_step), the header printed.
+// scattered once, the models built, the header printed.
 // Tested through tests/train (every strategy, 1-4 ranks, both models) and tests/cli.
 #include "train/setup.h"
 
@@ -14,14 +14,17 @@
 #include "common/nn_real.h"
 #include "common/nvtx.h"
 #include "gemm/gemm.h"
+#include "model/cpu_model.h"
+#include "model/device_model.h"
+#include "model/model.h"
 #include "schedule/shards.h"
 #include "train/agree.h"
-#include "train/run.h"
-#include "train/step.h"
+#include "common/device_buffer.h"
 
 namespace nn::train {
 
 using model::CpuGemm;
+using model::kOnHost;
 
 namespace {
 
@@ -240,6 +243,8 @@ Setup<T, Model> setup(const Config& cfg, const HostData& data) {
     s.model->set_params(s.init);
   }
   s.model->set_train_data(std::move(shard));
+  // Model parallelism staged through host memory: the C x b partial scores' copy.
+  if (mp && !cfg.mpi_device && !kOnHost<Model>) s.h_scores = PinnedBuffer<T>(std::size_t(kNumClasses) * s.max_part);
   s.graphs = graphs_in_use(cfg, s.device_name.rfind("GPGPU-Sim", 0) == 0);
   s.model->enable_graphs(s.graphs);
   if constexpr (!kOnHost<Model>)
@@ -307,57 +312,8 @@ void print_header(std::FILE* out, const Config& cfg, const HostData& data, const
 }
 
 
-template <class T, class Model>
-Run<T, Model>::Run(const Config& c, const HostData& d, std::FILE* o)
-    : cfg(c),
-      data(d),
-      ranks(comm::size()),
-      rank(comm::rank()),
-      is_root(rank == 0),
-      model_parallel(c.strategy == Strategy::Model),
-      out(is_root ? o : nullptr),
-      setup(::nn::train::setup<T, Model>(c, d)),
-      state(setup.root_plan.state),
-      start_epoch(int(state.epoch)),
-      start_batch(state.batch),
-      restored_epochs(state.epochs.size()),
-      model(*setup.model),
-      evaluator(model_parallel ? setup.eval_model.get() : setup.model.get()),
-      plan(setup.plan),
-      sizes(setup.root_plan.sizes),
-      full_layout{kInputDim, c.hidden, kNumClasses},
-      n_params(model.num_params()),
-      batches_per_epoch(plan.num_batches()),
-      n_layer1(full_layout.W2()),
-      n_layer2(n_params - n_layer1),
-      lr(static_cast<T>(c.lr)),
-      reg(static_cast<T>(c.reg)),
-      mpi_in_place(c.mpi_device || kOnHost<Model>),
-      h_grad(model_parallel || mpi_in_place ? 0 : n_params),
-      h_scores(model_parallel && !mpi_in_place ? std::size_t(kNumClasses) * setup.max_part : 0),
-      exchange_piece(exchange_piece_values(c.exchange_chunk, n_layer1, sizeof(T))),
-      timer(is_root && (!c.report.empty() || c.profile), kOnHost<Model>),
-      overlap(c.overlap && !c.profile),
-      split_passes(!setup.graphs),
-      first_mark(split_passes || model_parallel ? Mark::Forward : Mark::ForwardBackward),
-      mpi_range(c.strategy == Strategy::ParamServer ? "MPI_Send/MPI_Recv parameter server" : "MPI_Allreduce") {
-  result.n_fit = sizes.n_fit;
-  result.n_val = sizes.n_val;
-  result.n_test = sizes.n_test;
-  result.resumed = setup.root_plan.resumed;
-  result.node_shared = setup.node_memory != nullptr;
-  epoch_loss = state.loss_sum[std::size_t(rank)];
-  epoch_hits = state.hits[std::size_t(rank)];
-  for (std::size_t i = 0; i < restored_epochs; ++i) {
-    const EpochRecord& e = state.epochs[i];
-    result.epochs.push_back({int(i) + 1, e.loss, e.train_acc, e.val_acc, 0.0, 0.0});
-  }
-  if (result.resumed) saved_at = {start_epoch, start_batch};  // what --save holds
-  step = choose_step(*this);
-}
-
 #define NN_INSTANTIATE(T, Model)                                                                    \
-  template struct Run<T, Model>;                                                                    \
+  template Setup<T, Model> setup<T, Model>(const Config&, const HostData&);                           \
   template void print_header<T, Model>(std::FILE*, const Config&, const HostData&, const Setup<T, Model>&);
 NN_FOR_EACH_RUN(NN_INSTANTIATE)
 #undef NN_INSTANTIATE

@@ -8,11 +8,13 @@
 #include <vector>
 
 #include "comm/comm.h"
+#include "common/device_buffer.h"
 #include "schedule/shards.h"
 #include "train/devices.h"
 #include "train/model_parallel.h"
 #include "train/plan.h"
-#include "train/trainer.h"
+#include "train/host_data.h"
+#include "train/result.h"
 
 namespace nn::train {
 
@@ -37,6 +39,7 @@ struct Setup {
   // put together from every rank's slice (full_params, epoch.cpp).
   HiddenSlice slice;
   std::unique_ptr<Model> eval_model;
+  PinnedBuffer<T> h_scores;  // --strategy model with --mpi host on a GPU: the scores' host copy
 };
 
 // Collective: every rank calls it with the same cfg.
@@ -46,5 +49,12 @@ Setup<T, Model> setup(const Config& cfg, const HostData& data);
 // Rank 0's header: the build, the data, the configuration, the ranks and their devices.
 template <class T, class Model>
 void print_header(std::FILE* out, const Config& cfg, const HostData& data, const Setup<T, Model>& s);
+
+// The four runs the trainer is built for: F(T, Model) for float and double, device and host.
+#define NN_FOR_EACH_RUN(F)      \
+  F(float, model::DeviceModel<float>)   \
+  F(double, model::DeviceModel<double>) \
+  F(float, model::CpuModel<float>)      \
+  F(double, model::CpuModel<double>)
 
 }  // namespace nn::train

@@ -35,16 +35,16 @@ TrainResult train_with(const Config& asked, const HostData& data, std::FILE* out
   open_metrics(R);
   train_epochs(R);
   unwatch();  // the verification and the report are not timed (watchdog.h)
-  if (R.stop) {
+  if (R.progress.stop) {
     stop_run(R);
   } else {
     measure_blas_bound(R);
     finish_run(R, performance_report(R));
   }
-  if (R.out && R.result.saves)
-    std::fprintf(R.out, "saves: %zu during training, %.1f ms each on average (rank 0)\n", R.result.saves,
-                 1e3 * R.result.save_seconds / double(R.result.saves));
-  return std::move(R.result);
+  if (R.out && R.progress.result.saves)
+    std::fprintf(R.out, "saves: %zu during training, %.1f ms each on average (rank 0)\n", R.progress.result.saves,
+                 1e3 * R.progress.result.save_seconds / double(R.progress.result.saves));
+  return std::move(R.progress.result);
 }
 
 }  // namespace

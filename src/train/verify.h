@@ -9,7 +9,8 @@
 #include "model/param_layout.h"
 #include "schedule/shards.h"
 #include "train/config.h"
-#include "train/trainer.h"
+#include "train/host_data.h"
+#include "train/result.h"
 
 namespace nn::train {
 

@@ -5,7 +5,8 @@
 # compares the checkpoints that --save wrote, byte for byte (cmp), and the exit statuses.
 # The matrix: every strategy x device x precision x 1..3 ranks, the GEMM variants rotated
 # over the gpu runs, --no-overlap, --graph, --mpi device, other options, rejected options
-# (same exit status and message), and resumed runs of every strategy on both devices:
+# (same exit status and message), 4 ranks, the host-staged exchange in pieces
+# (--exchange-chunk), --profile, and resumed runs of every strategy on both devices:
 # --epochs 1 --load G --save F, then --epochs 2 --save F --resume (G: weights of another
 # seed, so a --resume that silently started afresh would end in other bits).
 #
@@ -137,6 +138,21 @@ add double 1 --device gpu --persistent on --print-every 5
 add float 1 --device gpu --persistent on @resume
 add float 1 --device gpu --gemm 5 --fused on
 add float 1 --device gpu --no-graph --print-every 4
+add float 2 --strategy allreduce --device gpu --exchange-chunk 1024
+add double 3 --strategy allreduce --device gpu --exchange-chunk 1024 --gemm 1
+add float 4 --strategy allreduce --device gpu --exchange-chunk 1024 --no-overlap
+add float 3 --strategy ps --device gpu --exchange-chunk 1024
+add float 3 --strategy allreduce --device gpu --mpi device --exchange-chunk 1024
+add float 4 --strategy allreduce --device gpu --mpi device
+add float 4 --strategy ps --device cpu --node-shared off
+add float 4 --strategy allreduce --device cpu
+add double 4 --strategy allreduce --device cpu --node-shared off
+add float 4 --strategy model --device gpu
+add double 4 --strategy model --device cpu
+add float 2 --strategy allreduce --device gpu --profile
+add float 3 --strategy allreduce --device cpu --node-shared off --profile
+add float 2 --strategy model --device gpu --profile
+add float 3 --strategy allreduce --device gpu --exchange-chunk 1024 @resume
 if [ -n "${ONLY:-}" ]; then  # a subset, to look into one difference
   kept=()
   for entry in "${matrix[@]}"; do if [[ $entry =~ $ONLY ]]; then kept+=("$entry"); fi; done

@@ -42,7 +42,7 @@ TEST(Pdl, OnWhereTheDeviceRunsCodeForComputeCapability9AndSwitchable) {
   nn::set_programmatic_launch(was);
 }
 
-// One fused SGD step's kernels, as DeviceModel's fused step runs them (src/model/device_model_fused.cpp).
+// One fused SGD step's kernels, as DeviceModel's fused step runs them (src/model/device_model_step.cpp).
 struct Step {
   int D = 48, H = 40, C = 10, B = 20, n = 60;
   std::vector<std::uint8_t> images, labels;

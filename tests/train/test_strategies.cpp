@@ -85,7 +85,7 @@ TEST(Strategies, OverlapOnAndOffGiveIdenticalWeights) {
 }
 
 // --exchange-chunk: layer 1's staged exchange in pieces (H = 6: 4,710 values of layer 1, so 1 KiB
-// pieces are 19 of them; pipelined_layer1 in src/train/step.cpp). At 1 and 2 ranks each value is
+// pieces are 19 of them; src/exchange/host_staged.h). At 1 and 2 ranks each value is
 // one addition whichever MPI call sums it: the weights are one piece's, bit for bit; at 3 and 4
 // the library may add in another order, and the run still matches the reference. Overlap on and
 // off stay identical with pieces too.
@@ -107,7 +107,7 @@ TEST(Strategies, ExchangeInPiecesGivesOnePiecesWeights) {
 }
 
 TEST(Strategies, ExchangePiecesComeFromTheChunkSize) {
-  // 512 KiB of float values by default; at most kMaxExchangePieces pieces; 0 is one piece.
+  // 512 KiB of float values by default; at most exchange::kMaxPieces pieces; 0 is one piece.
   EXPECT_EQ(exchange_piece_values(kExchangeChunkAuto, 1u << 20, 4), std::size_t(128) << 10);
   EXPECT_EQ(exchange_piece_values(0, 203'008, 4), 203'008u);
   EXPECT_EQ(exchange_piece_values(4096, 100, 8), 512u);
