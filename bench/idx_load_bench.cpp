@@ -1,4 +1,4 @@
-// Times nn::data::load_images (or load_labels, chosen by the file's IDX magic) on one raw or gzip file.
+// Times nn::io::load_images (or load_labels, chosen by the file's IDX magic) on one raw or gzip file.
 // Run: idx_load_bench FILE [repeats]  -> one line per run, then "best_s=<seconds>".
 // bench/idx_load_vs_zcat.sh builds it and compares the best time with zcat's.
 #include <zlib.h>
@@ -36,10 +36,10 @@ int main(int argc, char** argv) {
       std::size_t items = 0, bytes = 0;
       unsigned checksum = 0;  // touches the result so the load cannot be optimised away
       if (labels) {
-        auto l = nn::data::load_labels(path);
+        auto l = nn::io::load_labels(path);
         items = l.size(), bytes = l.size(), checksum = l.back();
       } else {
-        auto im = nn::data::load_images(path, 0);
+        auto im = nn::io::load_images(path, 0);
         items = im.count, bytes = im.pixels.size(), checksum = im.pixels[bytes / 2];
       }
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
       std::printf("run %d: %s %zu items, %zu bytes, %.4f s (check %u)\n", r + 1, labels ? "labels" : "images",
                   items, bytes, s, checksum);
     }
-  } catch (const nn::data::IdxError& e) {
+  } catch (const nn::io::IdxError& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 1;
   }

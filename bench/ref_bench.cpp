@@ -95,8 +95,8 @@ const char* env_or(const char* name, const char* fallback) {
 
 template <class T>
 int run(const Options& o) {
-  const auto train = nn::data::load_split(o.data, "train");
-  const auto test = nn::data::load_split(o.data, "t10k");
+  const auto train = nn::io::load_split(o.data, "train");
+  const auto test = nn::io::load_split(o.data, "t10k");
   const std::size_t D = train.images.dim();
   // nn_train's split (src/train/trainer.cpp): the first train_size images, the tail
   // floor(n * val_fraction) of them held out for validation, the rest fitted.
@@ -142,7 +142,7 @@ int run(const Options& o) {
   double precision = 0;
   if (n_test) {
     arma::Mat<T> X(D, n_test);
-    nn::data::normalize(test.images.pixels.data(), D * n_test, X.memptr());
+    nn::io::normalize(test.images.pixels.data(), D * n_test, X.memptr());
     precision = nn::ref::accuracy(params, X, test.labels, 0);
   }
   std::printf("epoch_seconds:");

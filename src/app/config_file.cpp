@@ -10,7 +10,7 @@
 
 #include "common/errors.h"
 
-namespace nn::train {
+namespace nn::app {
 
 std::string trim(std::string_view s) {
   const auto b = s.find_first_not_of(" \t\r\n\f\v");
@@ -98,4 +98,4 @@ std::vector<ConfigLine> read_config_file(
   return items;
 }
 
-}  // namespace nn::train
+}  // namespace nn::app

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-namespace nn::train {
+namespace nn::app {
 
 struct ConfigLine {
   std::string key, value;
@@ -24,4 +24,4 @@ std::vector<ConfigLine> read_config_file(
 // Without the blanks (space, tab, CR, LF, FF, VT) at both ends.
 std::string trim(std::string_view s);
 
-}  // namespace nn::train
+}  // namespace nn::app

@@ -1,7 +1,7 @@
 // nn_train's exit codes, the same on every rank (docs/usage.md lists them for users).
 #pragma once
 
-namespace nn::train {
+namespace nn::app {
 
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitUserError = 1;     // bad file, bad option, ... (one line on rank 0)
@@ -14,4 +14,4 @@ inline constexpr int kExitTimeout = 6;       // --timeout: no step completed in 
 // given) and the run stopped; the same command with --resume continues it (EX_TEMPFAIL).
 inline constexpr int kExitStopped = 75;
 
-}  // namespace nn::train
+}  // namespace nn::app

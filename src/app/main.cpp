@@ -46,22 +46,22 @@ Parsed agree_on_parse(const std::string& my_error, bool my_help) {
 int main(int argc, char** argv) {
   // First thing, so a SIGTERM / SIGUSR1 during start-up stops the run after its first step
   // (saved) instead of killing it; trainer.h describes the protocol.
-  nn::train::install_stop_signals();
+  nn::app::install_stop_signals();
   nn::comm::Session mpi(&argc, &argv);
   const int rank = nn::comm::rank();
 
-  nn::train::ParseResult opts;
+  nn::app::ParseResult opts;
   std::string parse_error;
   try {
-    opts = nn::train::parse_config(argc, argv);
+    opts = nn::app::parse_config(argc, argv);
   } catch (const nn::UserError& e) {
     parse_error = e.what();
   }
   switch (agree_on_parse(parse_error, opts.help)) {
     case Parsed::kFailed:
-      return nn::train::kExitBadOptions;
+      return nn::app::kExitBadOptions;
     case Parsed::kHelp:
-      if (rank == 0) std::fputs(nn::train::help_text().c_str(), stdout);
+      if (rank == 0) std::fputs(nn::app::help_text().c_str(), stdout);
       return 0;
     case Parsed::kRun:
       break;
@@ -69,22 +69,22 @@ int main(int argc, char** argv) {
 
   try {
     // run_training reports user errors itself, the same on every rank (exit 1).
-    return nn::train::run_training(opts.config);
+    return nn::app::run_training(opts.config);
   } catch (const std::exception& e) {
     // Whatever escapes may have escaped on this rank only, while the others wait in a
     // collective: end the whole job rather than hang. A user error that escapes is still
     // reported as one, with its exit code.
     const bool user = dynamic_cast<const nn::UserError*>(&e) != nullptr ||
-                      dynamic_cast<const nn::data::IdxError*>(&e) != nullptr;
+                      dynamic_cast<const nn::io::IdxError*>(&e) != nullptr;
     if (user)
       std::fprintf(stderr, "error: %s\n", e.what());
     else
       std::fprintf(stderr, "internal error on rank %d: %s\n", rank, e.what());
     std::fflush(stderr);
     if (user && nn::comm::size() == 1) return 1;  // alone, nobody can be left waiting
-    nn::comm::abort_job(user ? nn::train::kExitUserError : nn::train::kExitInternal);
+    nn::comm::abort_job(user ? nn::app::kExitUserError : nn::app::kExitInternal);
   } catch (...) {
     std::fprintf(stderr, "internal error on rank %d: unknown exception\n", rank);
-    nn::comm::abort_job(nn::train::kExitInternal);
+    nn::comm::abort_job(nn::app::kExitInternal);
   }
 }

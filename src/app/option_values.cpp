@@ -10,7 +10,7 @@
 
 #include "app/config_file.h"  // trim
 
-namespace nn::train::option_values {
+namespace nn::app::option_values {
 
 namespace {
 
@@ -115,4 +115,4 @@ std::size_t to_size(const std::string& v, long long lo, long long hi) {
   return static_cast<std::size_t>(to_int(v, lo, hi));
 }
 
-}  // namespace nn::train::option_values
+}  // namespace nn::app::option_values

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-namespace nn::train::option_values {
+namespace nn::app::option_values {
 
 // A rejected value: only the problem; the caller says where the value came from
 // ("--hidden 0: ..." or "run.cfg:3: hidden = 0: ...").
@@ -38,4 +38,4 @@ std::string to_path(const std::string& text);
 std::string shown(double v);              // %g
 std::string or_none(const std::string& s);  // "none" for ""
 
-}  // namespace nn::train::option_values
+}  // namespace nn::app::option_values

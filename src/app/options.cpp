@@ -26,7 +26,9 @@
 #include "common/errors.h"
 #include "gemm/gemm.h"
 
-namespace nn::train {
+namespace nn::app {
+
+using namespace ::nn::train;  // the training side's names: Config and its enums, train_on, the stop flag
 
 namespace {
 
@@ -352,4 +354,4 @@ ParseResult parse_config(int argc, const char* const* argv) {
   return parse_config(args);
 }
 
-}  // namespace nn::train
+}  // namespace nn::app

@@ -7,7 +7,9 @@
 
 #include "train/config.h"
 
-namespace nn::train {
+namespace nn::app {
+
+using train::Config;
 
 struct ParseResult {
   Config config;
@@ -26,4 +28,4 @@ ParseResult parse_config(const std::vector<std::string>& args);
 // The --help text (every option with its default).
 std::string help_text();
 
-}  // namespace nn::train
+}  // namespace nn::app

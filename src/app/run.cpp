@@ -18,7 +18,9 @@
 #include "train/util.h"
 #include "train/watchdog.h"
 
-namespace nn::train {
+namespace nn::app {
+
+using namespace ::nn::train;  // the training side's names: Config and its enums, train_on, the stop flag
 
 int run_training(const Config& cfg) { return run_training(cfg, stdout); }
 
@@ -41,8 +43,8 @@ int run_training(const Config& cfg, std::FILE* out) {
       const auto dir = std::filesystem::canonical(cfg.data, ec);
       if (ec) throw UserError(cfg.data + ": data directory not found (run `make data`)");
       data.train = {};
-      data::Dataset tr = data::load_split(dir.string(), "train", kInputDim);
-      data::Dataset te = data::load_split(dir.string(), "t10k", kInputDim);
+      io::Dataset tr = io::load_split(dir.string(), "train", kInputDim);
+      io::Dataset te = io::load_split(dir.string(), "t10k", kInputDim);
       data.train.images = std::move(tr.images.pixels);
       data.train.labels = std::move(tr.labels);
       data.test.images = std::move(te.images.pixels);
@@ -81,4 +83,4 @@ int run_training(const Config& cfg, std::FILE* out) {
   }
 }
 
-}  // namespace nn::train
+}  // namespace nn::app

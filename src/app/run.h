@@ -8,9 +8,11 @@
 
 #include "train/config.h"
 
-namespace nn::train {
+namespace nn::app {
+
+using train::Config;
 
 int run_training(const Config& cfg);
 int run_training(const Config& cfg, std::FILE* out);
 
-}  // namespace nn::train
+}  // namespace nn::app

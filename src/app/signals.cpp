@@ -5,7 +5,9 @@
 
 #include "train/stop.h"
 
-namespace nn::train {
+namespace nn::app {
+
+using namespace ::nn::train;  // the training side's names: Config and its enums, train_on, the stop flag
 
 namespace {
 struct sigaction g_old_term, g_old_usr1;
@@ -32,4 +34,4 @@ void restore_stop_signals() {
   g_signals_installed = false;
 }
 
-}  // namespace nn::train
+}  // namespace nn::app

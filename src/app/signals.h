@@ -3,9 +3,9 @@
 // protocol). main installs them first thing.
 #pragma once
 
-namespace nn::train {
+namespace nn::app {
 
 void install_stop_signals();
 void restore_stop_signals();  // the handlers from before install_stop_signals (tests)
 
-}  // namespace nn::train
+}  // namespace nn::app

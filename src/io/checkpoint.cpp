@@ -20,7 +20,7 @@
 #include "common/errors.h"
 #include "io/checkpoint_format.h"
 
-namespace nn::train {
+namespace nn::io {
 
 using namespace checkpoint_format;
 
@@ -180,4 +180,4 @@ void check_writable(const std::string& path, const std::string& option) {
     throw UserError(what + "directory " + dir + " is not writable (" + errno_text(errno) + ")");
 }
 
-}  // namespace nn::train
+}  // namespace nn::io

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace nn::train {
+namespace nn::io {
 
 // What must not change between a run and its resumption (--resume), besides D/H/C and the
 // precision (in the header): every value that changes the bits of the remaining steps.
@@ -86,4 +86,4 @@ CheckpointWriteHook set_checkpoint_write_hook(CheckpointWriteHook hook);
 // `option` names the flag in the message ("--save", "--metrics").
 void check_writable(const std::string& path, const std::string& option = "--save");
 
-}  // namespace nn::train
+}  // namespace nn::io

@@ -10,7 +10,7 @@
 
 #include "io/checkpoint.h"
 
-namespace nn::train::checkpoint_format {
+namespace nn::io::checkpoint_format {
 
 constexpr char kMagic[8] = {'N', 'N', 'M', 'N', 'I', 'S', 'T', '\0'};
 constexpr std::uint32_t kVersionWeights = 1;  // weights only
@@ -78,4 +78,4 @@ inline std::size_t state_bytes(const TrainState& st) {
   return kStateFixedBytes + kStatePerRank * st.loss_sum.size() + kStatePerEpoch * st.epochs.size();
 }
 
-}  // namespace nn::train::checkpoint_format
+}  // namespace nn::io::checkpoint_format

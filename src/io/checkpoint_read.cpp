@@ -16,7 +16,7 @@
 #include "io/checkpoint.h"
 #include "io/checkpoint_format.h"
 
-namespace nn::train {
+namespace nn::io {
 
 using namespace checkpoint_format;
 
@@ -208,4 +208,4 @@ Checkpoint load_checkpoint(const std::string& path) {
   return decode_body(path, b.data(), size, l);
 }
 
-}  // namespace nn::train
+}  // namespace nn::io

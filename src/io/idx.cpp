@@ -19,7 +19,7 @@
 
 #include "io/idx_stream.h"
 
-namespace nn::data {
+namespace nn::io {
 namespace {
 
 using namespace idx_detail;
@@ -192,4 +192,4 @@ Dataset load_split(const std::string& dir, const std::string& split, std::size_t
   return load_dataset(images, labels, expected_dim);
 }
 
-}  // namespace nn::data
+}  // namespace nn::io

@@ -11,7 +11,7 @@
 #include <type_traits>
 #include <vector>
 
-namespace nn::data {
+namespace nn::io {
 
 struct IdxError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -63,4 +63,4 @@ void normalize(const std::uint8_t* src, std::size_t n, T* dst) {
   for (std::size_t i = 0; i < n; ++i) dst[i] = static_cast<T>(src[i]) / static_cast<T>(255);
 }
 
-}  // namespace nn::data
+}  // namespace nn::io

@@ -19,7 +19,7 @@
 
 #include "io/idx.h"
 
-namespace nn::data::idx_detail {
+namespace nn::io::idx_detail {
 
 // Deflate cannot expand data by more than ~1032:1; a header claiming more than that is a lie
 // we can catch before allocating. The slack covers tiny files.
@@ -233,4 +233,4 @@ inline std::unique_ptr<Stream> open_stream(const Source& f) {
   return std::make_unique<RawStream>(f);
 }
 
-}  // namespace nn::data::idx_detail
+}  // namespace nn::io::idx_detail

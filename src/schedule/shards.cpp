@@ -12,7 +12,7 @@
 #include "schedule/rng.h"
 #include "schedule/schedule.h"
 
-namespace nn::train {
+namespace nn::schedule {
 
 std::size_t ShardPlan::batch_count(std::size_t k) const {
   if (k >= num_batches()) throw std::out_of_range("ShardPlan: batch index out of range");
@@ -98,4 +98,4 @@ std::vector<std::uint32_t> global_batch(const ShardPlan& plan, int epoch, std::s
           all.begin() + static_cast<std::ptrdiff_t>(k * plan.B + c)};
 }
 
-}  // namespace nn::train
+}  // namespace nn::schedule

@@ -27,7 +27,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace nn::train {
+namespace nn::schedule {
 
 struct ShardPlan {
   std::size_t n = 0;       // training images (file order 0..n-1)
@@ -67,4 +67,4 @@ std::vector<std::uint32_t> global_batch(const ShardPlan& plan, int epoch, std::s
 // The shuffle key of (seed, epoch, rank) described above.
 std::uint64_t shuffle_key(std::uint64_t seed, int epoch, int r);
 
-}  // namespace nn::train
+}  // namespace nn::schedule

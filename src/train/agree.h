@@ -22,7 +22,7 @@ void on_root(F&& fn) {
       fn();
     } catch (const UserError& e) {
       err = std::string("E") + e.what();
-    } catch (const data::IdxError& e) {
+    } catch (const io::IdxError& e) {
       err = std::string("E") + e.what();
     }
   }

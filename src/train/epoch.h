@@ -6,7 +6,7 @@
 #include <optional>
 #include <vector>
 
-#include "io/checkpoint.h"
+#include "train/result.h"
 #include "train/run.h"
 
 namespace nn::train {

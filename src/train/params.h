@@ -5,7 +5,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "io/checkpoint.h"
+#include "train/result.h"
 #include "model/param_layout.h"
 
 namespace nn::train {

@@ -11,6 +11,15 @@
 
 namespace nn::train {
 
+// The checkpoint's names (src/io/checkpoint.h), as the training code uses them.
+using io::check_writable;
+using io::Checkpoint;
+using io::EpochRecord;
+using io::load_checkpoint;
+using io::RunFingerprint;
+using io::save_checkpoint;
+using io::TrainState;
+
 struct EpochStats {
   int epoch = 0;           // 1-based, as printed
   double loss = 0;         // mean cross-entropy of the epoch's forward passes + (reg/2)|W|^2 at its end

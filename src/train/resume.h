@@ -5,7 +5,7 @@
 #pragma once
 #include <string>
 
-#include "io/checkpoint.h"
+#include "train/result.h"
 #include "train/config.h"
 #include "train/host_data.h"
 #include "train/root_plan.h"

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "io/checkpoint.h"
+#include "train/result.h"
 #include "train/util.h"
 
 namespace nn::train {

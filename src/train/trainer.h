@@ -11,7 +11,6 @@
 #include <string>
 #include <vector>
 
-#include "io/checkpoint.h"
 #include "train/config.h"
 #include "train/host_data.h"
 #include "train/result.h"

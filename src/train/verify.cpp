@@ -57,7 +57,7 @@ VerifyResult replay_and_compare(const Config& cfg, const ShardPlan& plan, const 
   P.W2 = arma::Mat<T>(init.data() + L.W2(), C, H);
   P.b2 = arma::Col<T>(init.data() + L.b2(), C);
   const T lr = static_cast<T>(cfg.lr), reg = static_cast<T>(cfg.reg);
-  std::array<T, 256> lut{};  // v / 255 per byte value: the bits data::normalize gives
+  std::array<T, 256> lut{};  // v / 255 per byte value: the bits io::normalize gives
   for (int v = 0; v < 256; ++v) lut[std::size_t(v)] = static_cast<T>(v) / T(255);
   arma::Mat<T> X;
   for (int e = e0; e < cfg.epochs; ++e) {

@@ -20,7 +20,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using nn::train::Config;
-using nn::train::parse_config;
+using nn::app::parse_config;
 using Args = std::vector<std::string>;
 
 }  // namespace

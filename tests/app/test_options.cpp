@@ -142,7 +142,7 @@ TEST(Config, RejectsStrayArgumentsAndUnknownOptions) {
 TEST(Config, HelpListsEveryOptionWithItsDefault) {
   const auto r = parse_config(Args{"--help"});
   ASSERT_TRUE(r.help);
-  EXPECT_EQ(r.help_text, nn::train::help_text());
+  EXPECT_EQ(r.help_text, nn::app::help_text());
   for (const char* opt : {"--data DIR", "--hidden H", "--batch B", "--epochs E", "--lr X",
                           "--reg X", "--train-size N", "--test-size N", "--val-fraction F",
                           "--seed S", "--no-shuffle", "--gemm V", "--save FILE", "--load FILE",

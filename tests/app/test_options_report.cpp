@@ -34,7 +34,7 @@ TEST(Config, ReportAndProfileRejectBadValues) {
 }
 
 TEST(Config, HelpDescribesReportAndProfile) {
-  const std::string help = nn::train::help_text();
+  const std::string help = nn::app::help_text();
   for (const char* opt : {"--report FILE", "--profile"}) {
     const auto at = help.find(opt);
     ASSERT_NE(at, std::string::npos) << opt;

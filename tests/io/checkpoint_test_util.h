@@ -33,7 +33,7 @@
 namespace checkpoint_test {
 
 namespace fs = std::filesystem;
-using nn::train::Checkpoint;
+using nn::io::Checkpoint;
 using Bytes = std::vector<unsigned char>;
 
 // Values that catch a lossy or misordered encoding: signs, -0, subnormals, extremes,
@@ -109,7 +109,7 @@ class CheckpointFile : public testing::Test {
   }
   // A valid float checkpoint's bytes, to corrupt.
   Bytes valid_bytes() {
-    nn::train::save_checkpoint(path("valid.bin"), sample(5, 4, 3, false));
+    nn::io::save_checkpoint(path("valid.bin"), sample(5, 4, 3, false));
     return read(path("valid.bin"));
   }
   // Loading `bytes` must fail with "<file>: ...<phrase>..." on one line.
@@ -117,7 +117,7 @@ class CheckpointFile : public testing::Test {
     const std::string p = path("bad.bin");
     write(p, bytes);
     try {
-      nn::train::load_checkpoint(p);
+      nn::io::load_checkpoint(p);
       ADD_FAILURE() << "accepted; expected: " << phrase;
     } catch (const nn::UserError& e) {
       const std::string msg = e.what();

@@ -24,7 +24,7 @@
 namespace {
 
 namespace fs = std::filesystem;
-using nn::data::IdxError;
+using nn::io::IdxError;
 using Bytes = std::vector<std::uint8_t>;
 
 inline void put_be32(Bytes& b, std::uint32_t v) {
@@ -116,8 +116,8 @@ class IdxTest : public ::testing::Test {
 
 namespace {
 
-using nn::data::load_dataset;
-using nn::data::load_images;
-using nn::data::load_labels;
+using nn::io::load_dataset;
+using nn::io::load_images;
+using nn::io::load_labels;
 
 }  // namespace

@@ -11,15 +11,15 @@ using namespace checkpoint_test;
 
 TEST_F(CheckpointFile, RoundTripFloatIsBitExact) {
   const Checkpoint ck = sample(784, 16, 10, false);
-  nn::train::save_checkpoint(path("f.bin"), ck);
-  expect_same(nn::train::load_checkpoint(path("f.bin")), ck);
+  nn::io::save_checkpoint(path("f.bin"), ck);
+  expect_same(nn::io::load_checkpoint(path("f.bin")), ck);
   EXPECT_EQ(fs::file_size(path("f.bin")), 32u + 4u * (16 * 784 + 16 + 10 * 16 + 10) + 4u);
 }
 
 TEST_F(CheckpointFile, RoundTripDoubleIsBitExact) {
   const Checkpoint ck = sample(784, 16, 10, true);
-  nn::train::save_checkpoint(path("d.bin"), ck);
-  expect_same(nn::train::load_checkpoint(path("d.bin")), ck);
+  nn::io::save_checkpoint(path("d.bin"), ck);
+  expect_same(nn::io::load_checkpoint(path("d.bin")), ck);
   EXPECT_EQ(fs::file_size(path("d.bin")), 32u + 8u * (16 * 784 + 16 + 10 * 16 + 10) + 4u);
 }
 
@@ -30,7 +30,7 @@ TEST_F(CheckpointFile, LayoutMatchesTheDocumentation) {
   ck.b1 = {7, 8};
   ck.W2 = {9, 10, 11, 12};
   ck.b2 = {13, 14};
-  nn::train::save_checkpoint(path("l.bin"), ck);
+  nn::io::save_checkpoint(path("l.bin"), ck);
   const Bytes b = read(path("l.bin"));
   ASSERT_EQ(b.size(), 32u + 4u * 14 + 4u);
   EXPECT_EQ(std::memcmp(b.data(), "NNMNIST\0", 8), 0);
@@ -52,8 +52,8 @@ TEST_F(CheckpointFile, LayoutMatchesTheDocumentation) {
 
 // ---- version 2: the training state (TrainState) after the tensors ----
 
-nn::train::TrainState sample_state(std::uint32_t ranks, std::uint32_t epochs) {
-  nn::train::TrainState st;
+nn::io::TrainState sample_state(std::uint32_t ranks, std::uint32_t epochs) {
+  nn::io::TrainState st;
   auto& f = st.fingerprint;
   f.seed = 0x0123456789abcdefULL, f.batch = 7, f.n_fit = 54, f.n_val = 6, f.lr = 0.5, f.reg = 1e-3;
   f.ranks = ranks, f.strategy = 2, f.gemm = 4, f.shuffle = 1, f.data_crc = 0xdeadbeef;
@@ -78,15 +78,15 @@ TEST_F(CheckpointFile, StateRoundTripIsBitExactInBothPrecisions) {
   for (bool is_double : {false, true}) {
     Checkpoint ck = sample(784, 16, 10, is_double);
     ck.state = sample_state(3, 2);
-    nn::train::save_checkpoint(path("s.bin"), ck);
-    const Checkpoint back = nn::train::load_checkpoint(path("s.bin"));
+    nn::io::save_checkpoint(path("s.bin"), ck);
+    const Checkpoint back = nn::io::load_checkpoint(path("s.bin"));
     expect_same(back, ck);
     ASSERT_TRUE(back.state.has_value());
     EXPECT_TRUE(*back.state == *ck.state);
     const std::size_t P = is_double ? 8 : 4;
     EXPECT_EQ(fs::file_size(path("s.bin")), 32u + P * (16 * 784 + 16 + 10 * 16 + 10) + 80u + 16u * 3 + 24u * 2 + 4u);
     // Equal states give equal files: nothing run-dependent is written.
-    EXPECT_EQ(nn::train::encode_checkpoint(back), read(path("s.bin")));
+    EXPECT_EQ(nn::io::encode_checkpoint(back), read(path("s.bin")));
   }
 }
 
@@ -94,7 +94,7 @@ TEST_F(CheckpointFile, StateRoundTripIsBitExactInBothPrecisions) {
 TEST_F(CheckpointFile, StateLayoutMatchesTheDocumentation) {
   Checkpoint ck = sample(3, 2, 2, false);
   ck.state = sample_state(2, 1);
-  const Bytes b = nn::train::encode_checkpoint(ck);
+  const Bytes b = nn::io::encode_checkpoint(ck);
   const std::size_t s = 32 + 4 * 14;  // the state starts after the tensors
   ASSERT_EQ(b.size(), s + 80 + 16 * 2 + 24 + 4);
   EXPECT_EQ(le32(b, 8), 2u);  // version
@@ -126,7 +126,7 @@ TEST_F(CheckpointFile, StateLayoutMatchesTheDocumentation) {
 TEST_F(CheckpointFile, RefusesCorruptStates) {
   Checkpoint ck = sample(3, 2, 2, false);
   ck.state = sample_state(2, 1);
-  const Bytes good = nn::train::encode_checkpoint(ck);
+  const Bytes good = nn::io::encode_checkpoint(ck);
   const std::size_t s = 32 + 4 * 14;
   const auto fix_crc = [](Bytes& b) {
     put_le32(b, b.size() - 4, static_cast<std::uint32_t>(crc32(0L, b.data(), static_cast<uInt>(b.size() - 4))));
@@ -220,22 +220,22 @@ TEST_F(CheckpointFile, RefusesFlippedBytesByCrc) {
 
 TEST_F(CheckpointFile, RefusesMissingFilesAndDirectories) {
   try {
-    nn::train::load_checkpoint(path("nope.bin"));
+    nn::io::load_checkpoint(path("nope.bin"));
     ADD_FAILURE();
   } catch (const nn::UserError& e) {
     EXPECT_EQ(std::string(e.what()),
               path("nope.bin") + ": cannot read checkpoint: No such file or directory");
   }
-  EXPECT_THROW(nn::train::load_checkpoint(dir_.string()), nn::UserError);
+  EXPECT_THROW(nn::io::load_checkpoint(dir_.string()), nn::UserError);
 }
 
 // decode_checkpoint is load_checkpoint without the file: the same result, the same messages.
 TEST_F(CheckpointFile, DecodeFromMemoryMatchesLoad) {
   const Checkpoint ck = sample(7, 5, 3, true);
-  const Bytes bytes = nn::train::encode_checkpoint(ck);
-  nn::train::save_checkpoint(path("ck.bin"), ck);
+  const Bytes bytes = nn::io::encode_checkpoint(ck);
+  nn::io::save_checkpoint(path("ck.bin"), ck);
   EXPECT_EQ(read(path("ck.bin")), bytes);
-  expect_same(nn::train::decode_checkpoint(bytes.data(), bytes.size(), "mem"), ck);
+  expect_same(nn::io::decode_checkpoint(bytes.data(), bytes.size(), "mem"), ck);
   Bytes bad = bytes;
   bad[40] ^= 1;
   write(path("bad.bin"), bad);
@@ -244,12 +244,12 @@ TEST_F(CheckpointFile, DecodeFromMemoryMatchesLoad) {
     write(path("cut.bin"), cut);
     std::string from_file, from_memory;
     try {
-      nn::train::load_checkpoint(path("cut.bin"));
+      nn::io::load_checkpoint(path("cut.bin"));
     } catch (const nn::UserError& e) {
       from_file = e.what();
     }
     try {
-      nn::train::decode_checkpoint(cut.data(), cut.size(), path("cut.bin"));
+      nn::io::decode_checkpoint(cut.data(), cut.size(), path("cut.bin"));
     } catch (const nn::UserError& e) {
       from_memory = e.what();
     }
@@ -270,7 +270,7 @@ TEST(CheckpointFuzzRegressions, EveryInputIsRefusedCleanly) {
   for (const std::string& f : files) {
     std::string msg;
     try {
-      nn::train::load_checkpoint(f);
+      nn::io::load_checkpoint(f);
       ADD_FAILURE() << f << ": accepted";
     } catch (const nn::UserError& e) {
       msg = e.what();
@@ -279,7 +279,7 @@ TEST(CheckpointFuzzRegressions, EveryInputIsRefusedCleanly) {
     EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
     std::ifstream in(f, std::ios::binary);
     const Bytes b{std::istreambuf_iterator<char>(in), {}};
-    EXPECT_THROW(nn::train::decode_checkpoint(b.data(), b.size(), f), nn::UserError) << f;
+    EXPECT_THROW(nn::io::decode_checkpoint(b.data(), b.size(), f), nn::UserError) << f;
   }
 }
 
@@ -294,18 +294,18 @@ TEST(CheckpointFuzzRegressions, SeedsAreValidAndRoundTrip) {
     std::ifstream in(f, std::ios::binary);
     const Bytes b{std::istreambuf_iterator<char>(in), {}};
     Checkpoint ck;
-    ASSERT_NO_THROW(ck = nn::train::load_checkpoint(f)) << f;
-    EXPECT_EQ(nn::train::encode_checkpoint(ck), b) << f;
+    ASSERT_NO_THROW(ck = nn::io::load_checkpoint(f)) << f;
+    EXPECT_EQ(nn::io::encode_checkpoint(ck), b) << f;
   }
 }
 
 TEST(Checkpoint, SaveRejectsInconsistentTensorsAsAProgrammingError) {
   Checkpoint ck = sample(3, 2, 2, false);
   ck.b2.pop_back();
-  EXPECT_THROW(nn::train::save_checkpoint("/nonexistent/x.bin", ck), std::invalid_argument);
+  EXPECT_THROW(nn::io::save_checkpoint("/nonexistent/x.bin", ck), std::invalid_argument);
   ck = sample(3, 2, 2, false);
   ck.H = 0;
-  EXPECT_THROW(nn::train::save_checkpoint("/nonexistent/x.bin", ck), std::invalid_argument);
+  EXPECT_THROW(nn::io::save_checkpoint("/nonexistent/x.bin", ck), std::invalid_argument);
 }
 
 }  // namespace

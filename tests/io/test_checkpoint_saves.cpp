@@ -11,7 +11,7 @@ using namespace checkpoint_test;
 TEST_F(CheckpointFile, SaveIntoMissingDirectoryCreatesNothing) {
   const std::string p = path("missing/ck.bin");
   try {
-    nn::train::save_checkpoint(p, sample(3, 2, 2, false));
+    nn::io::save_checkpoint(p, sample(3, 2, 2, false));
     ADD_FAILURE();
   } catch (const nn::UserError& e) {
     EXPECT_EQ(std::string(e.what()), p + ": cannot write checkpoint: No such file or directory");
@@ -20,10 +20,10 @@ TEST_F(CheckpointFile, SaveIntoMissingDirectoryCreatesNothing) {
 }
 
 TEST_F(CheckpointFile, CheckWritable) {
-  EXPECT_NO_THROW(nn::train::check_writable(path("ck.bin")));
+  EXPECT_NO_THROW(nn::io::check_writable(path("ck.bin")));
   const auto message = [](const std::string& p) -> std::string {
     try {
-      nn::train::check_writable(p);
+      nn::io::check_writable(p);
     } catch (const nn::UserError& e) {
       return e.what();
     }
@@ -50,12 +50,12 @@ TEST_F(CheckpointFile, CheckWritableRefusesReadOnlyDirectory) {
   const auto refusals = [&] {  // bit 0: check_writable refused, bit 1: save_checkpoint refused
     int got = 0;
     try {
-      nn::train::check_writable(path("ro/ck.bin"));
+      nn::io::check_writable(path("ro/ck.bin"));
     } catch (const nn::UserError&) {
       got |= 1;
     }
     try {
-      nn::train::save_checkpoint(path("ro/ck.bin"), sample(3, 2, 2, false));
+      nn::io::save_checkpoint(path("ro/ck.bin"), sample(3, 2, 2, false));
     } catch (const nn::UserError&) {
       got |= 2;
     }
@@ -85,9 +85,9 @@ TEST_F(CheckpointFile, CheckWritableRefusesReadOnlyDirectory) {
 
 TEST_F(CheckpointFile, ExistingFileIsReplacedWithoutLeftovers) {
   const Checkpoint a = sample(6, 3, 2, false), b = sample(8, 5, 4, true);
-  nn::train::save_checkpoint(path("ck.bin"), a);
-  nn::train::save_checkpoint(path("ck.bin"), b);
-  expect_same(nn::train::load_checkpoint(path("ck.bin")), b);
+  nn::io::save_checkpoint(path("ck.bin"), a);
+  nn::io::save_checkpoint(path("ck.bin"), b);
+  expect_same(nn::io::load_checkpoint(path("ck.bin")), b);
   EXPECT_EQ(listing(), std::vector<std::string>{"ck.bin"});
 }
 
@@ -97,18 +97,18 @@ TEST_F(CheckpointFile, ExistingFileIsReplacedWithoutLeftovers) {
 TEST_F(CheckpointFile, FailedSaveLeavesTheOldFileIntact) {
   const Checkpoint old_ck = sample(6, 3, 2, false), new_ck = sample(6, 3, 2, true);
   const std::string p = path("ck.bin");
-  nn::train::save_checkpoint(p, old_ck);
+  nn::io::save_checkpoint(p, old_ck);
 
   // 1. Not a failure: a stale temp file left by a killed run (here under the pid-based
   //    name an earlier scheme used; pids are reused) does not block the save, and is not
   //    ours to delete.
   const std::string stale = p + ".tmp." + std::to_string(::getpid());
   fs::create_directory(stale);
-  nn::train::save_checkpoint(p, new_ck);
-  expect_same(nn::train::load_checkpoint(p), new_ck);
+  nn::io::save_checkpoint(p, new_ck);
+  expect_same(nn::io::load_checkpoint(p), new_ck);
   EXPECT_TRUE(fs::is_directory(stale));
   fs::remove(stale);
-  nn::train::save_checkpoint(p, old_ck);
+  nn::io::save_checkpoint(p, old_ck);
 
   // 2. A write fails half-way: a 64-byte file size limit (EFBIG; SIGXFSZ ignored).
   rlimit saved{};
@@ -119,20 +119,20 @@ TEST_F(CheckpointFile, FailedSaveLeavesTheOldFileIntact) {
   ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
   std::string msg;
   try {
-    nn::train::save_checkpoint(p, new_ck);
+    nn::io::save_checkpoint(p, new_ck);
   } catch (const nn::UserError& e) {
     msg = e.what();
   }
   ::setrlimit(RLIMIT_FSIZE, &saved);
   std::signal(SIGXFSZ, old_handler);
   EXPECT_EQ(msg, p + ": cannot write checkpoint: File too large");
-  expect_same(nn::train::load_checkpoint(p), old_ck);
+  expect_same(nn::io::load_checkpoint(p), old_ck);
   EXPECT_EQ(listing(), std::vector<std::string>{"ck.bin"});
 
   // 3. The rename fails (the target is a non-empty directory): the temp file is removed.
   const std::string dir_target = path("target");
   fs::create_directories(dir_target + "/inside");
-  EXPECT_THROW(nn::train::save_checkpoint(dir_target, new_ck), nn::UserError);
+  EXPECT_THROW(nn::io::save_checkpoint(dir_target, new_ck), nn::UserError);
   EXPECT_EQ(listing(), (std::vector<std::string>{"ck.bin", "target"}));
 }
 
@@ -158,17 +158,17 @@ std::string describe_status(int status) {
 TEST_F(CheckpointFile, SaveKilledMidWriteLeavesThePreviousFile) {
   const std::string p = path("ck.bin");
   const Checkpoint old_ck = sample(6, 3, 2, false);
-  nn::train::save_checkpoint(p, old_ck);
+  nn::io::save_checkpoint(p, old_ck);
   const Checkpoint big = sample(784, 300, 10, true);  // 1.9 MB: two write() calls of at most 1 MiB
-  ASSERT_GT(nn::train::encode_checkpoint(big).size(), std::size_t{1} << 20);
+  ASSERT_GT(nn::io::encode_checkpoint(big).size(), std::size_t{1} << 20);
 
   std::fflush(nullptr);  // or the child's copy of buffered output could be printed twice
   const pid_t pid = ::fork();
   ASSERT_GE(pid, 0) << std::strerror(errno);
   if (pid == 0) {
-    nn::train::set_checkpoint_write_hook(die_mid_write);
+    nn::io::set_checkpoint_write_hook(die_mid_write);
     try {
-      nn::train::save_checkpoint(p, big);
+      nn::io::save_checkpoint(p, big);
     } catch (...) {
       ::_exit(3);
     }
@@ -187,7 +187,7 @@ TEST_F(CheckpointFile, SaveKilledMidWriteLeavesThePreviousFile) {
   ASSERT_EQ(done, pid);
   ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << describe_status(status);
 
-  expect_same(nn::train::load_checkpoint(p), old_ck);
+  expect_same(nn::io::load_checkpoint(p), old_ck);
   const std::vector<std::string> names = listing();
   ASSERT_EQ(names.size(), 2u) << testing::PrintToString(names);
   EXPECT_EQ(names[0], "ck.bin");
@@ -196,8 +196,8 @@ TEST_F(CheckpointFile, SaveKilledMidWriteLeavesThePreviousFile) {
   EXPECT_EQ(names[1].size(), prefix.size() + 6) << names[1];  // mkstemp's XXXXXX
   EXPECT_EQ(fs::file_size(path(names[1])), std::uintmax_t{1} << 20);  // killed after the first write
 
-  nn::train::save_checkpoint(p, big);
-  expect_same(nn::train::load_checkpoint(p), big);
+  nn::io::save_checkpoint(p, big);
+  expect_same(nn::io::load_checkpoint(p), big);
   EXPECT_EQ(listing(), names);
 }
 
@@ -207,22 +207,22 @@ TEST_F(CheckpointFile, WriteHookSeesEveryChunkOfTheTempFile) {
   static std::vector<std::size_t> seen;
   static std::string tmp_seen;
   seen.clear();
-  const auto previous = nn::train::set_checkpoint_write_hook(
+  const auto previous = nn::io::set_checkpoint_write_hook(
       [](const std::string& tmp, std::size_t written, std::size_t) {
         seen.push_back(written);
         tmp_seen = tmp;
       });
   const Checkpoint big = sample(784, 300, 10, false);  // 0.96 MB: one write
   const Checkpoint bigger = sample(784, 300, 10, true);  // 1.9 MB: two writes
-  nn::train::save_checkpoint(path("a.bin"), big);
-  nn::train::save_checkpoint(path("b.bin"), bigger);
-  const auto mine = nn::train::set_checkpoint_write_hook(previous);
+  nn::io::save_checkpoint(path("a.bin"), big);
+  nn::io::save_checkpoint(path("b.bin"), bigger);
+  const auto mine = nn::io::set_checkpoint_write_hook(previous);
   EXPECT_NE(mine, nullptr);
-  const std::size_t na = nn::train::encode_checkpoint(big).size(),
-                    nb = nn::train::encode_checkpoint(bigger).size();
+  const std::size_t na = nn::io::encode_checkpoint(big).size(),
+                    nb = nn::io::encode_checkpoint(bigger).size();
   EXPECT_EQ(seen, (std::vector<std::size_t>{na, std::size_t{1} << 20, nb}));
   EXPECT_EQ(tmp_seen.rfind(path("b.bin") + ".tmp.", 0), 0u) << tmp_seen;
-  nn::train::save_checkpoint(path("c.bin"), big);  // hook off again
+  nn::io::save_checkpoint(path("c.bin"), big);  // hook off again
   EXPECT_EQ(seen.size(), 3u);
 }
 

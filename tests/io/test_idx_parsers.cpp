@@ -15,12 +15,12 @@ Bytes read_file(const std::string& path) {
 TEST_F(IdxTest, ParseFromMemoryMatchesTheLoaders) {
   const Bytes img = image_file(3, 4, 5), lab = label_file({7, 0, 9});
   for (const Bytes& b : {img, gzip(img)}) {
-    const auto m = nn::data::parse_images(b.data(), b.size(), "mem", 20);
+    const auto m = nn::io::parse_images(b.data(), b.size(), "mem", 20);
     EXPECT_EQ(m.count, 3u);
     EXPECT_EQ(m.pixels, load_images(file("i", b), 20).pixels);
   }
   for (const Bytes& b : {lab, gzip(lab)})
-    EXPECT_EQ(nn::data::parse_labels(b.data(), b.size(), "mem"), (Bytes{7, 0, 9}));
+    EXPECT_EQ(nn::io::parse_labels(b.data(), b.size(), "mem"), (Bytes{7, 0, 9}));
   Bytes cut = img;
   cut.resize(cut.size() - 5);
   const Bytes cut_gz = gzip(cut);
@@ -33,7 +33,7 @@ TEST_F(IdxTest, ParseFromMemoryMatchesTheLoaders) {
       from_file = e.what();
     }
     try {
-      nn::data::parse_images(b.data(), b.size(), p, 20);
+      nn::io::parse_images(b.data(), b.size(), p, 20);
     } catch (const IdxError& e) {
       from_memory = e.what();
     }
@@ -41,7 +41,7 @@ TEST_F(IdxTest, ParseFromMemoryMatchesTheLoaders) {
     EXPECT_EQ(from_memory, from_file);
   }
   // The name plays the path's part in the ".gz must be gzip" rule too.
-  EXPECT_IDX_ERROR(nn::data::parse_images(img.data(), img.size(), "x.gz", 20), "x.gz",
+  EXPECT_IDX_ERROR(nn::io::parse_images(img.data(), img.size(), "x.gz", 20), "x.gz",
                    ".gz file is not gzip-compressed");
 }
 
@@ -58,8 +58,8 @@ TEST(IdxFuzzRegressions, EveryInputIsRefusedCleanly) {
     EXPECT_IDX_ERROR(load_images(f, 0), f, ": ");
     EXPECT_IDX_ERROR(load_labels(f), f, ": ");
     const Bytes b = read_file(f);
-    EXPECT_THROW(nn::data::parse_images(b.data(), b.size(), f, 0), IdxError) << f;
-    EXPECT_THROW(nn::data::parse_labels(b.data(), b.size(), f), IdxError) << f;
+    EXPECT_THROW(nn::io::parse_images(b.data(), b.size(), f, 0), IdxError) << f;
+    EXPECT_THROW(nn::io::parse_labels(b.data(), b.size(), f), IdxError) << f;
   }
 }
 
@@ -86,7 +86,7 @@ void check_normalize() {
   Bytes src(256);
   for (int i = 0; i < 256; ++i) src[i] = static_cast<std::uint8_t>(i);
   std::vector<T> dst(256, T(-1));
-  nn::data::normalize(src.data(), src.size(), dst.data());
+  nn::io::normalize(src.data(), src.size(), dst.data());
   EXPECT_EQ(dst[0], T(0));
   EXPECT_EQ(dst[255], T(1));
   for (int i = 0; i < 256; ++i) {
@@ -100,29 +100,29 @@ TEST(IdxNormalize, DoubleIsExactlyXOver255) { check_normalize<double>(); }
 
 TEST_F(IdxTest, FindIdxFilePrefersRawThenGz) {
   const std::string stem = "train-images-idx3-ubyte";
-  EXPECT_IDX_ERROR(nn::data::find_idx_file(dir_, stem), dir_, "no " + stem + " or " + stem + ".gz");
+  EXPECT_IDX_ERROR(nn::io::find_idx_file(dir_, stem), dir_, "no " + stem + " or " + stem + ".gz");
   auto gz = file(stem + ".gz", gzip(image_file(1, 1, 1)));
-  EXPECT_EQ(nn::data::find_idx_file(dir_, stem), gz);
+  EXPECT_EQ(nn::io::find_idx_file(dir_, stem), gz);
   auto raw = file(stem, image_file(1, 1, 1));
-  EXPECT_EQ(nn::data::find_idx_file(dir_, stem), raw);
-  EXPECT_EQ(nn::data::find_idx_file(dir_ + "/", stem), raw);
+  EXPECT_EQ(nn::io::find_idx_file(dir_, stem), raw);
+  EXPECT_EQ(nn::io::find_idx_file(dir_ + "/", stem), raw);
 }
 
 TEST_F(IdxTest, LoadSplitMixesRawAndGz) {
   file("t10k-images-idx3-ubyte.gz", gzip(image_file(2, 28, 28)));
   file("t10k-labels-idx1-ubyte", label_file({3, 4}));
-  auto d = nn::data::load_split(dir_, "t10k");
+  auto d = nn::io::load_split(dir_, "t10k");
   EXPECT_EQ(d.size(), 2u);
   EXPECT_EQ(d.images.dim(), 784u);
   EXPECT_EQ(d.labels, (Bytes{3, 4}));
-  EXPECT_IDX_ERROR(nn::data::load_split(dir_, "train"), dir_, "no train-images-idx3-ubyte");
+  EXPECT_IDX_ERROR(nn::io::load_split(dir_, "train"), dir_, "no train-images-idx3-ubyte");
 }
 
 TEST(IdxFashionMnist, RealFilesLoadBalanced) {
   const std::string dir = "/usr/share/datasets/fashion-mnist";
   if (!fs::exists(dir)) GTEST_SKIP() << dir << " not present";
   for (auto [split, n] : {std::pair<const char*, std::size_t>{"train", 60000}, {"t10k", 10000}}) {
-    auto d = nn::data::load_split(dir, split);
+    auto d = nn::io::load_split(dir, split);
     EXPECT_EQ(d.size(), n);
     EXPECT_EQ(d.images.rows, 28u);
     EXPECT_EQ(d.images.cols, 28u);

@@ -12,7 +12,7 @@
 #include "schedule/schedule.h"
 #include "schedule/shards.h"
 
-namespace nn::train {
+namespace nn::schedule {
 namespace {
 
 struct Case {
@@ -151,4 +151,4 @@ TEST(Shards, RejectsBadPlans) {
 }
 
 }  // namespace
-}  // namespace nn::train
+}  // namespace nn::schedule

@@ -31,6 +31,10 @@
 namespace nn::train {
 namespace {
 
+using app::install_stop_signals;
+using app::restore_stop_signals;
+using app::run_training;
+
 // The steps at which the hook stops the run, and how: request_stop() or a real SIGUSR1, on
 // rank (step % p) only.
 std::vector<std::uint64_t> g_stops;

@@ -33,6 +33,10 @@
 namespace nn::train {
 namespace {
 
+using app::kExitOk;
+using app::kExitUserError;
+using app::run_training;
+
 using model::DeviceModel;
 using model::DeviceImages;
 using model::ParamLayout;

@@ -1,5 +1,5 @@
 // libFuzzer target for the checkpoint reader (src/io/checkpoint.cpp) through
-// nn::train::decode_checkpoint, the validation and decoding behind load_checkpoint. Built and run
+// nn::io::decode_checkpoint, the validation and decoding behind load_checkpoint. Built and run
 // by `make fuzz` (tests/fuzz/run.sh); seeds in tests/fuzz/corpus/checkpoint/, fixed crashers in
 // tests/fuzz/regressions/checkpoint/ (replayed by make test).
 #include <zlib.h>
@@ -20,7 +20,7 @@ bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
          (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0);
 }
 
-bool has_nan(const nn::train::Checkpoint& ck) {
+bool has_nan(const nn::io::Checkpoint& ck) {
   for (const auto* t : {&ck.W1, &ck.b1, &ck.W2, &ck.b2})
     for (double v : *t)
       if (std::isnan(v)) return true;
@@ -28,18 +28,18 @@ bool has_nan(const nn::train::Checkpoint& ck) {
 }
 
 void decode_and_round_trip(const std::uint8_t* data, std::size_t size) {
-  nn::train::Checkpoint ck;
+  nn::io::Checkpoint ck;
   try {
-    ck = nn::train::decode_checkpoint(data, size, "<fuzz>");
+    ck = nn::io::decode_checkpoint(data, size, "<fuzz>");
   } catch (const nn::UserError&) {
     return;  // a clean refusal
   }
   // Accepted: writing it back must give the same file. A float file's signalling NaN comes
   // back quiet (float -> double -> float sets the quiet bit), so with NaNs present require
   // only that a second round trip changes nothing.
-  const std::vector<unsigned char> again = nn::train::encode_checkpoint(ck);
+  const std::vector<unsigned char> again = nn::io::encode_checkpoint(ck);
   if (!has_nan(ck) && (again.size() != size || std::memcmp(again.data(), data, size) != 0)) __builtin_trap();
-  const nn::train::Checkpoint ck2 = nn::train::decode_checkpoint(again.data(), again.size(), "<again>");
+  const nn::io::Checkpoint ck2 = nn::io::decode_checkpoint(again.data(), again.size(), "<again>");
   if (ck2.D != ck.D || ck2.H != ck.H || ck2.C != ck.C || ck2.is_double != ck.is_double ||
       !same_bits(ck2.W1, ck.W1) || !same_bits(ck2.b1, ck.b1) || !same_bits(ck2.W2, ck.W2) ||
       !same_bits(ck2.b2, ck.b2))

@@ -1,4 +1,4 @@
-// libFuzzer target for the IDX parser (src/io/idx.cpp) through nn::data::parse_images/parse_labels,
+// libFuzzer target for the IDX parser (src/io/idx.cpp) through nn::io::parse_images/parse_labels,
 // the code behind load_images/load_labels. Built and run by `make fuzz` (tests/fuzz/run.sh); seeds
 // in tests/fuzz/corpus/idx/, fixed crashers in tests/fuzz/regressions/idx/ (replayed by make test).
 #include <zlib.h>
@@ -15,17 +15,17 @@ namespace {
 // (another exception, a sanitizer report, a broken invariant) is a finding.
 void parse_all(const std::uint8_t* data, std::size_t size) {
   try {
-    const nn::data::Images img = nn::data::parse_images(data, size, "<fuzz>", 0);
+    const nn::io::Images img = nn::io::parse_images(data, size, "<fuzz>", 0);
     // A parse that succeeds must account for every byte: header + count*rows*cols pixels.
     if (img.count == 0 || img.dim() == 0 || img.pixels.size() != img.count * img.dim()) __builtin_trap();
-  } catch (const nn::data::IdxError&) {
+  } catch (const nn::io::IdxError&) {
   }
   try {
-    const auto labels = nn::data::parse_labels(data, size, "<fuzz>");
+    const auto labels = nn::io::parse_labels(data, size, "<fuzz>");
     if (labels.empty()) __builtin_trap();
     for (auto l : labels)
       if (l > 9) __builtin_trap();
-  } catch (const nn::data::IdxError&) {
+  } catch (const nn::io::IdxError&) {
   }
 }
 
