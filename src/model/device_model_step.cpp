@@ -1,10 +1,9 @@
 // DeviceModel's training step (device_model.h): one rank's part of a batch forward and backward
 // -- the fused step's five kernels (gather_normalize, the forward GEMM with bias + sigmoid,
-// layer2_fused, layer2_finish, the dW1 GEMM) or the separate kernels -- the gradient's copies to
-// and from pinned host memory for the exchange (a second stream, after the phase events: the
-// overlap), the SGD update, and a lone rank's whole fused step. The kernels are kernels/gemm and
-// kernels/ops. Tested through tests/train (test_train, test_fused, test_strategies) against the
-// reference and finite differences.
+// layer2_fused, layer2_finish, the dW1 GEMM) or the separate kernels -- in the phases whose
+// events the exchange waits on (device_model_exchange.cpp), the SGD update, and a lone rank's
+// whole fused step. The kernels are kernels/gemm and kernels/ops. Tested through tests/train
+// (test_train, test_fused, test_strategies) against the reference and finite differences.
 #include <cstddef>
 #include <stdexcept>
 
@@ -307,49 +306,6 @@ void DeviceModel<T>::fused_dw1(int b, T reg, T lr, bool step) {
   gemm(variant_, g, stream_.get());
 }
 
-template <class T>
-int DeviceModel<T>::queue_download(T* host, std::size_t begin, std::size_t end, Stage after) {
-  if (begin > end || end > grads_.size()) throw std::out_of_range("queue_download: bad range");
-  const Event& ev = after == Stage::Layer2Grads ? ev_layer2_ : ev_all_;
-  const int ticket = next_copy_;
-  next_copy_ = (next_copy_ + 1) % kCopyTickets;
-  CUDA_CHECK(cudaStreamWaitEvent(copy_stream_.get(), ev.get(), 0));
-  if (end > begin)
-    CUDA_CHECK(cudaMemcpyAsync(host + begin, grads_.get() + begin, sizeof(T) * (end - begin),
-                               cudaMemcpyDeviceToHost, copy_stream_.get()));
-  copy_done_[std::size_t(ticket)].record(copy_stream_.get());
-  return ticket;
-}
-
-template <class T>
-bool DeviceModel<T>::download_done(int ticket) const {
-  return copy_done_.at(std::size_t(ticket)).done();
-}
-
-template <class T>
-void DeviceModel<T>::wait_download(int ticket) const {
-  copy_done_.at(std::size_t(ticket)).sync();
-}
-
-template <class T>
-void DeviceModel<T>::wait(Stage st) const {
-  (st == Stage::Layer2Grads ? ev_layer2_ : st == Stage::AllGrads ? ev_all_ : ev_scores_).sync();
-}
-
-template <class T>
-void DeviceModel<T>::upload_grads(const T* host) {
-  upload_grads(host, 0, grads_.size());
-}
-
-template <class T>
-void DeviceModel<T>::upload_grads(const T* host, std::size_t begin, std::size_t end) {
-  NN_RANGE("cudaMemcpyHostToDevice");
-  if (begin > end || end > grads_.size()) throw std::out_of_range("upload_grads: bad range");
-  if (end > begin)
-    CUDA_CHECK(cudaMemcpyAsync(grads_.get() + begin, host + begin, sizeof(T) * (end - begin),
-                               cudaMemcpyHostToDevice, stream_.get()));
-}
-
 // device_model.cpp instantiates the class (template class); these are this file's members.
 #define NN_INSTANTIATE(T) \
   template void DeviceModel<T>::stage_batch(std::size_t, int); \
@@ -366,12 +322,6 @@ void DeviceModel<T>::upload_grads(const T* host, std::size_t begin, std::size_t 
   template void DeviceModel<T>::fused_forward(int); \
   template void DeviceModel<T>::fused_layer2(int, T, T, T, bool); \
   template void DeviceModel<T>::fused_dw1(int, T, T, bool); \
-  template int DeviceModel<T>::queue_download(T*, std::size_t, std::size_t, Stage); \
-  template bool DeviceModel<T>::download_done(int) const; \
-  template void DeviceModel<T>::wait_download(int) const; \
-  template void DeviceModel<T>::wait(Stage) const; \
-  template void DeviceModel<T>::upload_grads(const T*); \
-  template void DeviceModel<T>::upload_grads(const T*, std::size_t, std::size_t); \
 
 NN_INSTANTIATE(float)
 NN_INSTANTIATE(double)
