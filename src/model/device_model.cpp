@@ -99,6 +99,7 @@ void DeviceModel<T>::enable_fused(bool on) {
     counts_ = DeviceBuffer<unsigned>(3);
   }
   fused_ = on;
+  kind_ = &step_kind(on);
   graphs_.clear();  // captured phases are the other path's
   reset_stats();
 }
@@ -161,12 +162,12 @@ void DeviceModel<T>::partial_scores_phase(std::size_t offset, int b, bool add_b2
 template <class T>
 void DeviceModel<T>::model_backward_phase(int b, T inv_B, T reg, bool stats) {
   NN_RANGE("backward (model parallel)");
-  const bool with_reg = reg != T(0);
+  const StepArgs a{b, inv_B, reg, T(0), false};
   run_phase({Phase::ModelBackward, b, double(inv_B), stats}, [&] {
     softmax_xent<T>(Z2_.get(), ylab_.get(), lay_.C, b, inv_B, nullptr, Z2_.get(),
                     stats ? loss_.get() : nullptr, stats ? correct_.get() : nullptr, stream_.get());
-    layer2_grads(b, with_reg, reg);
-    layer1_grads(b, with_reg, reg);
+    layer2_grads(a);
+    layer1_grads(a);
   });
   ev_all_.record(stream_.get());
 }

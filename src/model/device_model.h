@@ -165,10 +165,7 @@ class DeviceModel {
 
  private:
   void forward(const std::uint8_t* images, const std::uint32_t* idx, int b, bool bias2 = true);
-  void stage_batch(std::size_t offset, int b);
-  void forward_and_loss(int b, T inv_B);  // labels, forward pass, softmax + CE + dZ2  // the batch's indices and labels, stable addresses
-  void layer2_grads(int b, bool with_reg, T reg);
-  void layer1_grads(int b, bool with_reg, T reg);
+  void stage_batch(std::size_t offset, int b);  // the batch's indices, at a stable address
   // The phases captured as graphs (the first member of their key).
   enum class Phase : int {
     EmptySlice,          // a rank with no columns: its gradient is 0 (+ reg W)
@@ -186,6 +183,44 @@ class DeviceModel {
   using GraphKey = std::tuple<Phase, int, double, int>;
   template <class F>
   void run_phase(const GraphKey& key, F&& fn);
+  // A step's arguments: b columns, inv_B = 1 / the global batch size, reg the L2 term's
+  // coefficient (0: not added on this rank); with update (a lone rank's fused step) the
+  // parameters are stepped in place with lr instead of the gradient being written.
+  struct StepArgs {
+    int b;
+    T inv_B, reg, lr;
+    bool update;
+  };
+  // A kind of step (device_model_step.cpp, chosen by enable_fused): its passes in the network's
+  // order and the graphs its two phases are captured as.
+  struct StepKind {
+    Phase graph_layer2, graph_layer1;  // the two phases' graphs
+    void (DeviceModel::*forward)(const StepArgs&);  // the forward pass (separate kernels: and the loss)
+    void (DeviceModel::*layer2)(const StepArgs&);   // layer 2's gradient (fused: b1's too)
+    void (DeviceModel::*layer1)(const StepArgs&);   // layer 1's gradient (fused: W1's alone)
+  };
+  static const StepKind& step_kind(bool fused);
+  const StepKind* kind_ = &step_kind(false);
+  // The separate kernels (layer2_grads and layer1_grads also serve model_backward_phase).
+  void forward_and_loss(const StepArgs& a);  // labels, forward pass, softmax + CE + dZ2
+  void layer2_grads(const StepArgs& a);
+  void layer1_grads(const StepArgs& a);
+  // The fused step's passes.
+  void fused_forward(const StepArgs& a);
+  void fused_layer2(const StepArgs& a);
+  void fused_dw1(const StepArgs& a);
+  // Layer 2's phase (the forward pass and layer 2's gradient, or an empty slice's gradient),
+  // then `then` (forward_backward: layer 1's phase) inside its "backward" NVTX range if open.
+  template <class Then>
+  void layer2_phase(std::size_t offset, int b, T inv_B, bool add_reg, T reg, Then&& then);
+  // A phase of two passes (device_model_step.cpp): fwd, the phase hook, bwd in the "backward"
+  // range, then `then`; under --graph one graph of fwd and bwd, then `then`.
+  template <class Fwd, class Bwd, class Then>
+  void run_passes(const GraphKey& key, Fwd&& fwd, Bwd&& bwd, Then&& then);
+  // fn inside the NVTX range "backward": a new one, or the one already open.
+  template <class F>
+  void in_backward(F&& fn);
+  bool backward_open_ = false;
 
   Stream stream_, copy_stream_;
   Event ev_layer2_, ev_all_, ev_scores_;
@@ -228,9 +263,6 @@ class DeviceModel {
   DeviceBuffer<T> pscratch_, pdz1_;
   DeviceBuffer<double> ploss_;
   DeviceBuffer<unsigned> phits_;
-  void fused_forward(int b);
-  void fused_layer2(int b, T inv_B, T reg, T lr, bool step);
-  void fused_dw1(int b, T reg, T lr, bool step);
 };
 
 // Runs fn on the stream, or captures and replays it under --graph (a template: the phases of

@@ -1,10 +1,11 @@
-// DeviceModel's training step (device_model.h): one rank's part of a batch forward and backward
-// -- the fused step's five kernels (gather_normalize, the forward GEMM with bias + sigmoid,
-// layer2_fused, layer2_finish, the dW1 GEMM) or the separate kernels -- the gradient's copies to
-// and from pinned host memory for the exchange (a second stream, after the phase events: the
-// overlap), the SGD update, and a lone rank's whole fused step. The kernels are kernels/gemm and
-// kernels/ops. Tested through tests/train (test_train, test_fused, test_strategies) against the
-// reference and finite differences.
+// DeviceModel's training step (device_model.h): one rank's part of a batch forward and backward,
+// in two kinds chosen by enable_fused (step_kind), each its passes in the network's order -- the
+// fused step's five kernels (gather_normalize, the forward GEMM with bias + sigmoid, layer2_fused,
+// layer2_finish, the dW1 GEMM) or the separate kernels -- run as the two phases (the exchange
+// waits on their events: device_model_exchange.cpp), eagerly or as CUDA graphs (run_passes,
+// run_phase); the SGD update, and a lone rank's whole fused step. The kernels are kernels/gemm
+// and kernels/ops. Tested through tests/train (test_train, test_fused, test_strategies) against
+// the reference and finite differences.
 #include <cstddef>
 #include <stdexcept>
 
@@ -28,85 +29,102 @@ void DeviceModel<T>::stage_batch(std::size_t offset, int b) {
                                cudaMemcpyDeviceToDevice, stream_.get()));
 }
 
+// fn inside the NVTX range "backward": a new one, or the one already open (forward_backward runs
+// layer 1's phase inside layer 2's range).
 template <class T>
-void DeviceModel<T>::forward_backward(std::size_t offset, int b, T inv_B, bool add_reg, T reg) {
-  if (graphs_on_ || b == 0) {
-    backward_layer2_phase(offset, b, inv_B, add_reg, reg);
-    backward_layer1_phase(b, add_reg, reg);
+template <class F>
+void DeviceModel<T>::in_backward(F&& fn) {
+  if (backward_open_) {
+    fn();
     return;
   }
-  // The same launches as the two phases, under one "backward" NVTX range (the course's
-  // profile shape: forward, then backward, once each per batch), the event in between.
-  stage_batch(offset, b);
-  const bool with_reg = add_reg && reg != T(0);
-  if (fused_) fused_forward(b);
-  else forward_and_loss(b, inv_B);
-  if (phase_hook_) phase_hook_();  // the forward pass and the loss are queued
-  {
-    NN_RANGE("backward");
-    if (fused_) fused_layer2(b, inv_B, with_reg ? reg : T(0), T(0), false);
-    else layer2_grads(b, with_reg, reg);
-    ev_layer2_.record(stream_.get());
-    if (fused_) fused_dw1(b, with_reg ? reg : T(0), T(0), false);
-    else layer1_grads(b, with_reg, reg);
+  NN_RANGE("backward");
+  backward_open_ = true;
+  struct Close {
+    bool& open;
+    ~Close() { open = false; }
+  } close{backward_open_};
+  fn();
+}
+
+// A phase of two passes. Eagerly: fwd, the phase hook (the forward pass is queued), then bwd and
+// `then` in the "backward" range. Under --graph one graph of both passes (no host code can run
+// between them), then `then`.
+template <class T>
+template <class Fwd, class Bwd, class Then>
+void DeviceModel<T>::run_passes(const GraphKey& key, Fwd&& fwd, Bwd&& bwd, Then&& then) {
+  if (graphs_on_) {
+    run_phase(key, [&] {
+      fwd();
+      bwd();
+    });
+    then();
+    return;
   }
-  ev_all_.record(stream_.get());
+  fwd();
+  if (phase_hook_) phase_hook_();
+  in_backward([&] {
+    bwd();
+    then();
+  });
+}
+
+// The forward pass and layer 2's gradient, in the network's order by the step's kind (the fused
+// step writes [b1 | W2 | b2]'s gradient here, b1's ahead of the other phase); records
+// Stage::Layer2Grads, then runs `then`.
+template <class T>
+template <class Then>
+void DeviceModel<T>::layer2_phase(std::size_t offset, int b, T inv_B, bool add_reg, T reg, Then&& then) {
+  stage_batch(offset, b);
+  const cudaStream_t s = stream_.get();
+  const bool with_reg = add_reg && reg != T(0);
+  const StepArgs a{b, inv_B, with_reg ? reg : T(0), T(0), false};
+  const auto recorded_then = [&] {
+    ev_layer2_.record(s);
+    then();
+  };
+  if (b > 0) {
+    const StepKind& k = *kind_;
+    run_passes({k.graph_layer2, b, double(inv_B), with_reg}, [&] { (this->*k.forward)(a); },
+               [&] { (this->*k.layer2)(a); }, recorded_then);
+    return;
+  }
+  // An empty slice still takes part in the reduction: zero, plus reg * W on the one rank
+  // that carries the regulariser (sgd_update(g, W, n, -reg, 0) computes 0 + reg * W).
+  if (phase_hook_) phase_hook_();  // no forward pass: the backward starts at once
+  in_backward([&] {
+    run_phase({Phase::EmptySlice, 0, 0.0, with_reg}, [&] {
+      T* G = grads_.get();
+      const T* P = params_.get();
+      CUDA_CHECK(cudaMemsetAsync(G, 0, grads_.bytes(), s));
+      if (with_reg) {
+        sgd_update<T>(G + lay_.W1(), P + lay_.W1(), std::size_t(lay_.H) * lay_.D, -reg, T(0), s);
+        sgd_update<T>(G + lay_.W2(), P + lay_.W2(), std::size_t(lay_.C) * lay_.H, -reg, T(0), s);
+      }
+    });
+    recorded_then();
+  });
+}
+
+// The two phases; eagerly layer 1's runs inside layer 2's "backward" range (the course's profile
+// shape: forward, then backward, once each per batch), Stage::Layer2Grads recorded in between.
+template <class T>
+void DeviceModel<T>::forward_backward(std::size_t offset, int b, T inv_B, bool add_reg, T reg) {
+  layer2_phase(offset, b, inv_B, add_reg, reg, [&] { backward_layer1_phase(b, add_reg, reg); });
 }
 
 template <class T>
 void DeviceModel<T>::backward_layer2_phase(std::size_t offset, int b, T inv_B, bool add_reg, T reg) {
-  stage_batch(offset, b);
-  const int D = lay_.D, H = lay_.H, C = lay_.C;
-  const cudaStream_t s = stream_.get();
-  T* P = params_.get();
-  T* G = grads_.get();
-  const bool with_reg = add_reg && reg != T(0);
-  if (b == 0) {
-    // An empty slice still takes part in the reduction: zero, plus reg * W on the one rank
-    // that carries the regulariser (sgd_update(g, W, n, -reg, 0) computes 0 + reg * W).
-    if (phase_hook_) phase_hook_();  // no forward pass: the backward starts at once
-    NN_RANGE("backward");
-    run_phase({Phase::EmptySlice, 0, 0.0, with_reg}, [&] {
-      CUDA_CHECK(cudaMemsetAsync(G, 0, grads_.bytes(), s));
-      if (with_reg) {
-        sgd_update<T>(G + lay_.W1(), P + lay_.W1(), std::size_t(H) * D, -reg, T(0), s);
-        sgd_update<T>(G + lay_.W2(), P + lay_.W2(), std::size_t(C) * H, -reg, T(0), s);
-      }
-    });
-    ev_layer2_.record(s);
-    return;
-  }
-  // The fused step writes [b1 | W2 | b2]'s gradient here (b1's too, ahead of the other phase).
-  const T freg = with_reg ? reg : T(0);
-  const auto fwd = [&] {
-    if (fused_) fused_forward(b);
-    else forward_and_loss(b, inv_B);
-  };
-  const auto bwd = [&] {
-    if (fused_) fused_layer2(b, inv_B, freg, T(0), false);
-    else layer2_grads(b, with_reg, reg);
-  };
-  if (graphs_on_) {  // one graph: no host code can run between the two passes
-    run_phase({fused_ ? Phase::FusedForwardLayer2 : Phase::ForwardLayer2, b, double(inv_B), with_reg}, [&] {
-      fwd();
-      bwd();
-    });
-  } else {
-    fwd();
-    if (phase_hook_) phase_hook_();  // the forward pass and the loss are queued
-    NN_RANGE("backward");
-    bwd();
-  }
-  ev_layer2_.record(s);
+  layer2_phase(offset, b, inv_B, add_reg, reg, [] {});
 }
 
 template <class T>
 void DeviceModel<T>::backward_layer1_phase(int b, bool add_reg, T reg) {
   const bool with_reg = add_reg && reg != T(0);
   if (b > 0) {
-    NN_RANGE("backward");
-    if (fused_) run_phase({Phase::FusedDw1, b, 0.0, with_reg}, [&] { fused_dw1(b, with_reg ? reg : T(0), T(0), false); });
-    else run_phase({Phase::Layer1, b, 0.0, with_reg}, [&] { layer1_grads(b, with_reg, reg); });
+    const StepArgs a{b, T(0), with_reg ? reg : T(0), T(0), false};
+    const StepKind& k = *kind_;
+    in_backward([&] { run_phase({k.graph_layer1, b, 0.0, with_reg}, [&] { (this->*k.layer1)(a); }); });
   }
   ev_all_.record(stream_.get());
 }
@@ -116,22 +134,13 @@ template <class T>
 void DeviceModel<T>::fused_step(std::size_t offset, int b, T inv_B, T reg, T lr) {
   if (!fused_ || b < 1) throw std::logic_error("fused_step: needs enable_fused(true) and b >= 1");
   stage_batch(offset, b);
-  const bool with_reg = reg != T(0);
-  const auto backward = [&] {
-    fused_layer2(b, inv_B, reg, lr, true);
-    fused_dw1(b, reg, lr, true);
-  };
-  if (graphs_on_) {
-    run_phase({Phase::FusedStep, b, double(inv_B), with_reg}, [&] {
-      fused_forward(b);
-      backward();
-    });
-  } else {
-    fused_forward(b);
-    if (phase_hook_) phase_hook_();  // the forward pass is queued
-    NN_RANGE("backward");
-    backward();
-  }
+  const StepArgs a{b, inv_B, reg, lr, true};
+  run_passes({Phase::FusedStep, b, double(inv_B), reg != T(0)}, [&] { fused_forward(a); },
+             [&] {
+               fused_layer2(a);
+               fused_dw1(a);
+             },
+             [] {});
   ev_layer2_.record(stream_.get());
   ev_all_.record(stream_.get());
   ev_step_[step_parity_].record(stream_.get());
@@ -190,18 +199,18 @@ void DeviceModel<T>::forward(const std::uint8_t* images, const std::uint32_t* id
 }
 
 template <class T>
-void DeviceModel<T>::forward_and_loss(int b, T inv_B) {
+void DeviceModel<T>::forward_and_loss(const StepArgs& a) {
   const cudaStream_t s = stream_.get();
-  gather_labels(shard_.labels.get(), batch_idx_.get(), b, ylab_.get(), s);
-  forward(shard_.images.get(), batch_idx_.get(), b);
+  gather_labels(shard_.labels.get(), batch_idx_.get(), a.b, ylab_.get(), s);
+  forward(shard_.images.get(), batch_idx_.get(), a.b);
   // dZ2 = (softmax(Z2) - Y) * inv_B, in place over Z2; loss and hits of the slice accumulate.
-  softmax_xent<T>(Z2_.get(), ylab_.get(), lay_.C, b, inv_B, nullptr, Z2_.get(), loss_.get(), correct_.get(), s);
+  softmax_xent<T>(Z2_.get(), ylab_.get(), lay_.C, a.b, a.inv_B, nullptr, Z2_.get(), loss_.get(), correct_.get(), s);
 }
 
 // dW2 = dZ2 A1^T (+ reg W2 through the GEMM's beta * C: one pass, no extra kernel), db2.
 template <class T>
-void DeviceModel<T>::layer2_grads(int b, bool with_reg, T reg) {
-  const int H = lay_.H, C = lay_.C;
+void DeviceModel<T>::layer2_grads(const StepArgs& a) {
+  const int H = lay_.H, C = lay_.C, b = a.b;
   const cudaStream_t s = stream_.get();
   T* P = params_.get();
   T* G = grads_.get();
@@ -213,7 +222,7 @@ void DeviceModel<T>::layer2_grads(int b, bool with_reg, T reg) {
     g.M = C; g.N = H; g.K = b;
     g.A = dZ2; g.lda = C;
     g.B = A1_.get(); g.ldb = H;
-    if (with_reg) { g.beta = reg; g.C = P + lay_.W2(); g.ldc = C; }
+    if (a.reg != T(0)) { g.beta = a.reg; g.C = P + lay_.W2(); g.ldc = C; }
     g.D = G + lay_.W2(); g.ldd = C;
     gemm(variant_, g, s);
   }
@@ -222,8 +231,8 @@ void DeviceModel<T>::layer2_grads(int b, bool with_reg, T reg) {
 
 // dA1 = W2^T dZ2; dZ1 = dA1 o a1 o (1 - a1); dW1 = dZ1 X^T (+ reg W1); db1.
 template <class T>
-void DeviceModel<T>::layer1_grads(int b, bool with_reg, T reg) {
-  const int D = lay_.D, H = lay_.H, C = lay_.C;
+void DeviceModel<T>::layer1_grads(const StepArgs& a) {
+  const int D = lay_.D, H = lay_.H, C = lay_.C, b = a.b;
   if (H == 0) return;
   const cudaStream_t s = stream_.get();
   T* P = params_.get();
@@ -246,7 +255,7 @@ void DeviceModel<T>::layer1_grads(int b, bool with_reg, T reg) {
     g.M = H; g.N = D; g.K = b;
     g.A = dA1_.get(); g.lda = H;
     g.B = X_.get(); g.ldb = D;
-    if (with_reg) { g.beta = reg; g.C = P + lay_.W1(); g.ldc = H; }
+    if (a.reg != T(0)) { g.beta = a.reg; g.C = P + lay_.W1(); g.ldc = H; }
     g.D = G + lay_.W1(); g.ldd = H;
     gemm(variant_, g, s);
   }
@@ -255,13 +264,13 @@ void DeviceModel<T>::layer1_grads(int b, bool with_reg, T reg) {
 
 // X = images(:, batch_idx) / 255 once a step (fused_dw1 reads it again), A1 = sigmoid(W1 X + b1).
 template <class T>
-void DeviceModel<T>::fused_forward(int b) {
+void DeviceModel<T>::fused_forward(const StepArgs& a) {
   NN_RANGE("forward");
-  gather_normalize<T>(shard_.images.get(), lay_.D, batch_idx_.get(), b, X_.get(), stream_.get());
+  gather_normalize<T>(shard_.images.get(), lay_.D, batch_idx_.get(), a.b, X_.get(), stream_.get());
   NN_RANGE("forward GEMM 1");
   const T* P = params_.get();
   GemmArgs<T> g;
-  g.M = lay_.H; g.N = b; g.K = lay_.D;
+  g.M = lay_.H; g.N = a.b; g.K = lay_.D;
   g.A = P + lay_.W1(); g.lda = lay_.H;
   g.B = X_.get(); g.ldb = lay_.D;
   g.D = A1_.get(); g.ldd = lay_.H;
@@ -269,36 +278,36 @@ void DeviceModel<T>::fused_forward(int b) {
   gemm(variant_, g, stream_.get());
 }
 
-// Layer 2 and dZ1 (over A1), then [b1 | W2 | b2]: stepped in place (step) or its gradient
+// Layer 2 and dZ1 (over A1), then [b1 | W2 | b2]: stepped in place (update) or its gradient
 // written to grads_ for the exchange. reg: 0 on the ranks that do not carry the L2 term.
 template <class T>
-void DeviceModel<T>::fused_layer2(int b, T inv_B, T reg, T lr, bool step) {
+void DeviceModel<T>::fused_layer2(const StepArgs& a) {
   NN_RANGE("layer 2, fused");
   const int H = lay_.H, C = lay_.C;
   const cudaStream_t s = stream_.get();
   T* P = params_.get();
-  layer2_fused<T>(A1_.get(), H, C, b, P + lay_.W2(), P + lay_.b2(), shard_.labels.get(), batch_idx_.get(), inv_B,
+  layer2_fused<T>(A1_.get(), H, C, a.b, P + lay_.W2(), P + lay_.b2(), shard_.labels.get(), batch_idx_.get(), a.inv_B,
                   parts_.get(), loss_parts_.get(), hit_parts_.get(), s);
-  layer2_finish<T>(parts_.get(), layer2_tiles(b), H, C, reg, lr, P + lay_.b1(),
-                   step ? nullptr : grads_.get() + lay_.b1(), loss_parts_.get(), hit_parts_.get(), loss_.get(),
+  layer2_finish<T>(parts_.get(), layer2_tiles(a.b), H, C, a.reg, a.lr, P + lay_.b1(),
+                   a.update ? nullptr : grads_.get() + lay_.b1(), loss_parts_.get(), hit_parts_.get(), loss_.get(),
                    counts_.get(), s);
 }
 
-// dW1 = dZ1 X^T (+ reg W1), X the copy fused_forward made; with step, W1 -= lr * dW1 in the
+// dW1 = dZ1 X^T (+ reg W1), X the copy fused_forward made; with update, W1 -= lr * dW1 in the
 // GEMM's epilogue (no gradient is written).
 template <class T>
-void DeviceModel<T>::fused_dw1(int b, T reg, T lr, bool step) {
+void DeviceModel<T>::fused_dw1(const StepArgs& a) {
   NN_RANGE("backward GEMM 3");
   T* P = params_.get();
   T* W1 = P + lay_.W1();
   GemmArgs<T> g;
   g.opB = Op::T;
-  g.M = lay_.H; g.N = lay_.D; g.K = b;
+  g.M = lay_.H; g.N = lay_.D; g.K = a.b;
   g.A = A1_.get(); g.lda = lay_.H;  // dZ1
   g.B = X_.get(); g.ldb = lay_.D;
-  if (reg != T(0)) { g.beta = reg; g.C = W1; g.ldc = lay_.H; }
-  if (step) {
-    g.epilogue = Epilogue::Step; g.step_lr = lr;
+  if (a.reg != T(0)) { g.beta = a.reg; g.C = W1; g.ldc = lay_.H; }
+  if (a.update) {
+    g.epilogue = Epilogue::Step; g.step_lr = a.lr;
     g.C = W1; g.ldc = lay_.H;
     g.D = W1; g.ldd = lay_.H;
   } else {
@@ -307,47 +316,17 @@ void DeviceModel<T>::fused_dw1(int b, T reg, T lr, bool step) {
   gemm(variant_, g, stream_.get());
 }
 
+// The two kinds of step, each its passes in the network's order: forward, layer 2, layer 1.
 template <class T>
-int DeviceModel<T>::queue_download(T* host, std::size_t begin, std::size_t end, Stage after) {
-  if (begin > end || end > grads_.size()) throw std::out_of_range("queue_download: bad range");
-  const Event& ev = after == Stage::Layer2Grads ? ev_layer2_ : ev_all_;
-  const int ticket = next_copy_;
-  next_copy_ = (next_copy_ + 1) % kCopyTickets;
-  CUDA_CHECK(cudaStreamWaitEvent(copy_stream_.get(), ev.get(), 0));
-  if (end > begin)
-    CUDA_CHECK(cudaMemcpyAsync(host + begin, grads_.get() + begin, sizeof(T) * (end - begin),
-                               cudaMemcpyDeviceToHost, copy_stream_.get()));
-  copy_done_[std::size_t(ticket)].record(copy_stream_.get());
-  return ticket;
-}
-
-template <class T>
-bool DeviceModel<T>::download_done(int ticket) const {
-  return copy_done_.at(std::size_t(ticket)).done();
-}
-
-template <class T>
-void DeviceModel<T>::wait_download(int ticket) const {
-  copy_done_.at(std::size_t(ticket)).sync();
-}
-
-template <class T>
-void DeviceModel<T>::wait(Stage st) const {
-  (st == Stage::Layer2Grads ? ev_layer2_ : st == Stage::AllGrads ? ev_all_ : ev_scores_).sync();
-}
-
-template <class T>
-void DeviceModel<T>::upload_grads(const T* host) {
-  upload_grads(host, 0, grads_.size());
-}
-
-template <class T>
-void DeviceModel<T>::upload_grads(const T* host, std::size_t begin, std::size_t end) {
-  NN_RANGE("cudaMemcpyHostToDevice");
-  if (begin > end || end > grads_.size()) throw std::out_of_range("upload_grads: bad range");
-  if (end > begin)
-    CUDA_CHECK(cudaMemcpyAsync(grads_.get() + begin, host + begin, sizeof(T) * (end - begin),
-                               cudaMemcpyHostToDevice, stream_.get()));
+const typename DeviceModel<T>::StepKind& DeviceModel<T>::step_kind(bool fused) {
+  using M = DeviceModel<T>;
+  // gather + two GEMMs, softmax + CE; dW2, db2; dA1, dZ1, dW1, db1.
+  static const StepKind separate{Phase::ForwardLayer2, Phase::Layer1, &M::forward_and_loss, &M::layer2_grads,
+                                 &M::layer1_grads};
+  // gather_normalize, GEMM + bias + sigmoid; layer2_fused, layer2_finish; the dW1 GEMM.
+  static const StepKind fused_kind{Phase::FusedForwardLayer2, Phase::FusedDw1, &M::fused_forward, &M::fused_layer2,
+                                   &M::fused_dw1};
+  return fused ? fused_kind : separate;
 }
 
 // device_model.cpp instantiates the class (template class); these are this file's members.
@@ -360,18 +339,13 @@ void DeviceModel<T>::upload_grads(const T* host, std::size_t begin, std::size_t 
   template void DeviceModel<T>::wait_step_before_last(); \
   template void DeviceModel<T>::sgd_step(T); \
   template void DeviceModel<T>::forward(const std::uint8_t*, const std::uint32_t*, int, bool); \
-  template void DeviceModel<T>::forward_and_loss(int, T); \
-  template void DeviceModel<T>::layer2_grads(int, bool, T); \
-  template void DeviceModel<T>::layer1_grads(int, bool, T); \
-  template void DeviceModel<T>::fused_forward(int); \
-  template void DeviceModel<T>::fused_layer2(int, T, T, T, bool); \
-  template void DeviceModel<T>::fused_dw1(int, T, T, bool); \
-  template int DeviceModel<T>::queue_download(T*, std::size_t, std::size_t, Stage); \
-  template bool DeviceModel<T>::download_done(int) const; \
-  template void DeviceModel<T>::wait_download(int) const; \
-  template void DeviceModel<T>::wait(Stage) const; \
-  template void DeviceModel<T>::upload_grads(const T*); \
-  template void DeviceModel<T>::upload_grads(const T*, std::size_t, std::size_t); \
+  template void DeviceModel<T>::forward_and_loss(const StepArgs&); \
+  template void DeviceModel<T>::layer2_grads(const StepArgs&); \
+  template void DeviceModel<T>::layer1_grads(const StepArgs&); \
+  template void DeviceModel<T>::fused_forward(const StepArgs&); \
+  template void DeviceModel<T>::fused_layer2(const StepArgs&); \
+  template void DeviceModel<T>::fused_dw1(const StepArgs&); \
+  template const DeviceModel<T>::StepKind& DeviceModel<T>::step_kind(bool); \
 
 NN_INSTANTIATE(float)
 NN_INSTANTIATE(double)
