@@ -23,12 +23,8 @@ using schedule::ShardPlan;
 using schedule::make_plan;
 using schedule::Part;
 using schedule::part;
-using schedule::shard_size;
 using schedule::shard_indices;
 using schedule::shard_order;
-using schedule::global_epoch_order;
-using schedule::global_batch;
-using schedule::shuffle_key;
 
 // Everything a rank trains with, once set up.
 template <class T, class Model>

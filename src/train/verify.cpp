@@ -61,7 +61,7 @@ VerifyResult replay_and_compare(const Config& cfg, const ShardPlan& plan, const 
   for (int v = 0; v < 256; ++v) lut[std::size_t(v)] = static_cast<T>(v) / T(255);
   arma::Mat<T> X;
   for (int e = e0; e < cfg.epochs; ++e) {
-    const std::vector<std::uint32_t> order = global_epoch_order(plan, e);
+    const std::vector<std::uint32_t> order = schedule::global_epoch_order(plan, e);
     for (std::size_t k = e == e0 ? k0 : 0; k < plan.num_batches(); ++k) {
       const std::size_t c = plan.batch_count(k);
       const std::span<const std::uint32_t> idx(order.data() + k * plan.B, c);

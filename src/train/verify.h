@@ -14,17 +14,7 @@
 
 namespace nn::train {
 
-// The schedule's names (src/schedule/shards.h), as the training code uses them.
 using schedule::ShardPlan;
-using schedule::make_plan;
-using schedule::Part;
-using schedule::part;
-using schedule::shard_size;
-using schedule::shard_indices;
-using schedule::shard_order;
-using schedule::global_epoch_order;
-using schedule::global_batch;
-using schedule::shuffle_key;
 
 // The --verify tolerance on the relative errors for precision T (verify.cpp has the
 // measurements behind it).
