@@ -2,6 +2,7 @@
 """Checks that the documentation describes the product (standard library only).
 
     python3 tests/build/check_docs.py [--help-text FILE] [ROOT]   # ROOT: the repository (default: .)
+    python3 tests/build/check_docs.py --self-test                 # rule 6 against sample lines
 
 1. Options: every long option nn_train accepts appears in docs/usage.md as `--NAME` (not as
    the start of a longer name). The options come from FILE, nn_train's --help output, when
@@ -27,9 +28,30 @@
    the next blank line, or a line that starts a list item, table row, heading or code fence (in
    a source file: the next line that is not a comment line).
 5. No "from <commit> to <commit>" narration anywhere in that prose, provenance lines included.
+6. No narration in the prose of a Markdown file, provenance lines included: the docs say what
+   the product does and what was measured, not how it differs from before. Flagged:
+   - the words "previously" (not after a determiner: "the previously saved file"), "formerly",
+     "no longer" and "any longer" (not before "than": "no longer than 5 ms" is a limit),
+     "anymore" and "any more" (not "any more than"), "until now", "until recently";
+   - "used to", unless a form of "be" or "get" comes up to two words before it ("is used to
+     build", "are not used to" say what a thing is for);
+   - "now" next to a verb: "is/are/has/can/... now"; "now" + a word ending in -s, -ed or -ing
+     ("now takes", "now runs", "now fixed"; not "now its", "now this", "now as", "now us");
+     "now" + a plain verb (take, run, correct, ...) when a word comes before it (a sentence that
+     starts "Now run ..." is an instruction);
+   - "was"/"were" ... "now" within one sentence: up to 200 characters, across line breaks but
+     not past a sentence's end, into a new paragraph, list item, table row or cell;
+   - "since <commit>" (also inside a code span);
+   - a table whose header row has cells "before" and "after", "was" and "now", "old" and "new"
+     or "then" and "now", each the bare word or the word with a parenthesis or a commit after
+     it ("before the exchange" is an order within a step, not a comparison with the past).
+   "now and then" is never narration. Fenced code blocks, code spans, one-line double-quoted
+   text (quoted output) and link targets are not read. Each problem is printed as
+   `FILE:LINE: narration: "TEXT"`; `--self-test` runs the rule on sample lines (SELF_TEST)
+   instead of a repository.
 
-bench/results/ (each run's folder is the dated record of that run) is exempt from 3-5 and
-CHANGELOG.md (what changed and when) from 4 and 5; data files (data/mnist.md5, patches, CSVs)
+bench/results/ (each run's folder is the dated record of that run) is exempt from 3-6 and
+CHANGELOG.md (what changed and when) from 4-6; data files (data/mnist.md5, patches, CSVs)
 are not read.
 
 Each problem is printed as `FILE:LINE: WHAT`; the exit status is 1 if there was any, else 0.
@@ -53,6 +75,37 @@ HASH_CORE = r"(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}"
 DATE_RE = re.compile(r"(?<![0-9])(?:19|20)[0-9]{2}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])(?![0-9])")
 HASH_RE = re.compile(r"(?<![\w.-])" + HASH_CORE + r"(?![\w-])")
 FROM_TO_RE = re.compile(r"\b[Ff]rom\s+`?" + HASH_CORE + r"`?(?:'s)?\s+to\s+`?" + HASH_CORE + r"`?(?![\w-])")
+# Rule 6 (narration in Markdown prose).
+# "the previously saved file" (a determiner before it) describes the file, not the past.
+NARRATION_WORDS_RE = re.compile(
+    r"(?<!\bthe )(?<!\ba )(?<!\ban )(?<!\bany )(?<!\bits )(?<!\btheir )(?<!\beach )(?<!\bevery )\bpreviously\b"
+    r"|\b(?:formerly|(?:no|any)\s+longer(?!\s+than)|anymore|any\s+more(?!\s+than)|until\s+(?:now|recently))\b",
+    re.I)
+USED_TO_RE = re.compile(r"\b(?:\w+\s+)?(?P<used>used)\s+to\b", re.I)
+# "is used to build", "are also used to", "gets used to": what a thing is for, not the past.
+USED_TO_OK_RE = re.compile(
+    r"\b(?:is|are|was|were|be|been|being|get|gets|got|getting)\s+(?:\w+\s+)?(?:\w+\s+)?$", re.I)
+NOT_NOW_AND_THEN = r"(?!\s+and\s+then\b)"
+PLAIN_VERBS = ("take|run|use|need|correct|cover|give|hold|keep|leave|accept|print|pass|fail|build|make|"
+               "read|write|show|include|work|wait|call|check|match|fit|agree|differ|stay|start|stop|go")
+NOW_VERB_RE = re.compile(
+    r"\b(?:is|are|was|were|has|have|had|does|do|did|can|could|will|would|must|may|should)\s+now\b"
+    + NOT_NOW_AND_THEN
+    + r"|\bnow\s+(?!(?:its|this|thus|as|us)\b)[a-z]+(?:s|ed|ing)\b"
+    + r"|(?<=\w\s)now\s+(?:" + PLAIN_VERBS + r")\b",
+    re.I)
+# Inside one sentence: not past a sentence's end (". ", "! ", "? "), a table cell's bar or a line
+# that starts a paragraph, list item, table row, heading or quote.
+SENTENCE_CHAR = r"(?:[^.!?|\n]|[.!?](?!\s)|\n(?![ \t]*(?:\n|$|[-*+>#|]|[0-9]+[.)]\s)))"
+WAS_NOW_RE = re.compile(r"\b(?:was|were)\b" + SENTENCE_CHAR + r"{0,200}?\bnow\b" + NOT_NOW_AND_THEN, re.I)
+SINCE_HASH_RE = re.compile(r"\b[Ss]ince\s+`?" + HASH_CORE + r"`?(?![\w-])")
+TABLE_SEP_RE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*$")
+HEADER_WORD_RE = re.compile(r"^(before|after|was|now|old|new|then)(?:\s*\(.*\)|\s+`?" + HASH_CORE + r"`?)?$", re.I)
+HEADER_PAIRS = ({"before", "after"}, {"was", "now"}, {"old", "new"}, {"then", "now"})
+CODE_SPAN_RE = re.compile(r"(`+)(?!`).*?(?<!`)\1(?!`)")
+QUOTED_RE = re.compile(r'"[^"\n]*"')
+LINK_TARGET_RE = re.compile(r"\]\([^)\n]*\)")
+FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 PROVENANCE_RE = re.compile(r"^(?:[-*+>]\s+|[0-9]+[.)]\s+)*(?:\*\*|__)?Provenance(?:\*\*|__)?:")
 BLOCK_START_RE = re.compile(r"^\s*(?:[-*+]\s|[0-9]+[.)]\s|\||#|```|~~~|<!--)")
 # This file names the phrases it looks for.
@@ -385,6 +438,129 @@ def check_provenance(root, problems):
                             "(what changed between commits: CHANGELOG.md)")
 
 
+def markdown_prose(text):
+    """(raw lines, masked lines) of a Markdown file, fenced code blocks blanked in both; in the
+    masked lines code spans, one-line double-quoted text and link targets are emptied."""
+    raw, masked, fence = [], [], None
+    for line in text.split("\n"):
+        m = FENCE_RE.match(line)
+        if fence:
+            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence):
+                fence = None
+            raw.append("")
+            masked.append("")
+            continue
+        if m:
+            fence = m.group(1)
+            raw.append("")
+            masked.append("")
+            continue
+        raw.append(line)
+        line = CODE_SPAN_RE.sub("`…`", line)
+        line = LINK_TARGET_RE.sub("](…)", line)
+        masked.append(QUOTED_RE.sub('"…"', line))
+    return raw, masked
+
+
+def table_header_narration(lines):
+    """[(line number, 'a | b')] for table headers with a before/after or was/now pair of cells."""
+    found = []
+    for i in range(len(lines) - 1):
+        if not lines[i].lstrip().startswith("|") or not TABLE_SEP_RE.match(lines[i + 1]):
+            continue
+        cells = [c.strip().strip("*_").strip() for c in lines[i].strip().strip("|").split("|")]
+        words = {}
+        for c in cells:
+            m = HEADER_WORD_RE.match(c)
+            if m:
+                words.setdefault(m.group(1).lower(), c)
+        for pair in HEADER_PAIRS:
+            if pair <= words.keys():
+                a, b = sorted(pair, key=lambda w: cells.index(words[w]))
+                found.append((i + 1, f"{words[a]} | {words[b]}"))
+                break
+    return found
+
+
+def narration(text):
+    """[(line number, matched text)] of rule 6 in a Markdown file's text, in line order."""
+    raw, masked = markdown_prose(text)
+    found = []
+
+    def scan(lines, regexes):
+        joined = "\n".join(lines)
+        starts = [0]
+        for line in lines:
+            starts.append(starts[-1] + len(line) + 1)
+        for rx in regexes:
+            for m in rx.finditer(joined):
+                if rx is USED_TO_RE and USED_TO_OK_RE.search(joined[max(0, m.start() - 40):m.start("used")]):
+                    continue
+                n = next(k for k in range(len(lines)) if starts[k + 1] > m.start()) + 1
+                found.append((n, m.start() - starts[n - 1], " ".join(m.group(0).split())))
+
+    scan(masked, (NARRATION_WORDS_RE, USED_TO_RE, NOW_VERB_RE, WAS_NOW_RE))
+    scan(raw, (SINCE_HASH_RE,))
+    found += [(n, 0, what) for n, what in table_header_narration(masked)]
+    return [(n, what) for n, _, what in sorted(set(found))]
+
+
+def check_narration(root, problems):
+    for rel in repo_files(root):
+        if (not rel.endswith(".md") or rel == CHANGELOG or rel.startswith(EXEMPT_DIRS)
+                or not os.path.isfile(os.path.join(root, rel))):
+            continue
+        try:
+            text = read(root, rel)
+        except UnicodeDecodeError:
+            continue
+        for n, what in narration(text):
+            problems.append(f'{rel}:{n}: narration: "{what}"')
+
+
+# --self-test: (Markdown text, what rule 6 must report) pairs.
+SELF_TEST = [
+    ("The build previously took 12 minutes and now takes 8.",
+     [(1, "previously"), (1, "now takes")]),
+    ("The launch now leaves `SLURM_GPUS_PER_TASK=0` out.", [(1, "now leaves")]),
+    ("One GPU's step at 256:100 is now shorter.", [(1, "is now")]),
+    ("Two terms fitted to four tiles now correct it.", [(1, "now correct")]),
+    ("The allowance was 60 s; it\nis 60 s x F now.", [(1, "was 60 s; it is 60 s x F now")]),
+    ("Skipped there since `9d0b688`.", [(1, "since `9d0b688`")]),
+    ("Since Slurm 22.05 srun no longer reads it.", [(1, "no longer")]),
+    ("The script used to print one line.", [(1, "script used to")]),
+    ("| check | was | now |\n|---|---|---|\n| a | 1 | 2 |", [(1, "was | now")]),
+    ("| shape | before (ms) | after (ms) |\n| --- | ---: | ---: |", [(1, "before (ms) | after (ms)")]),
+    ("Its step is not timed any longer.", [(1, "any longer")]),
+    ("- The plan\n  was 16x100 and is 32x52 now.", [(2, "was 16x100 and is 32x52 now")]),
+    ("A busy host stalls a rank now and then.", []),
+    ("The flags are used to build the binary.", []),
+    ("The flags are not\n  used to build the binary.", []),
+    ("`--resume` reads the previously saved checkpoint.", []),
+    ("A step no longer than 5 ms is not reported.", []),
+    ("`now`: the time `MPI_Allreduce` took.", []),
+    ('rank 0 prints "resuming now" and exits.', []),
+    ("Each rank saves before it exits; the file is read after the barrier.", []),
+    ("| phase | before the exchange | after the exchange |\n|---|---|---|", []),
+    ("It was measured on an H200.\n\nNow run `make test`.", []),
+    ("It was measured on an H200. Now run `make test`.", []),
+    ("The watchdog waited since it hung a profile.", []),
+    ("```\nthe log previously said so\n```\nThe script accepts either.", []),
+    ("See [the table](performance.md#now-takes-longer).", []),
+]
+
+
+def self_test():
+    failed = 0
+    for text, want in SELF_TEST:
+        got = narration(text)
+        ok = got == want
+        failed += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} {text!r}: {got}" + ("" if ok else f", expected {want}"))
+    print(f"self-test: {len(SELF_TEST) - failed} of {len(SELF_TEST)} samples as expected")
+    return 1 if failed else 0
+
+
 def check_journal(root, problems):
     for rel in repo_files(root):
         if not journal_scope(rel) or not os.path.isfile(os.path.join(root, rel)):
@@ -403,6 +579,8 @@ def check_journal(root, problems):
 def main(argv):
     help_file = None
     args = list(argv[1:])
+    if args == ["--self-test"]:
+        return self_test()
     if len(args) >= 2 and args[0] == "--help-text":
         help_file = args[1]
         args = args[2:]
@@ -412,6 +590,7 @@ def main(argv):
     check_variants(root, problems)
     check_journal(root, problems)
     check_provenance(root, problems)
+    check_narration(root, problems)
     for p in problems:
         print(p)
     return 1 if problems else 0
