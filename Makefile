@@ -412,7 +412,8 @@ test-build: $(CPU_TRAIN) $(CPU_DIR)/bin/gemm_bench data $(CPU_GEMM_DIR)/bin/cpu_
 	@$(PYTHON) tests/build/check_sizes.py src kernels tests
 	@echo "== tests/build/check_links.py: every link and repository path in the Markdown files exists =="
 	@$(PYTHON) tests/build/check_links.py
-	@echo "== tests/build/check_docs.py: usage.md has every option, the GEMM table every variant, no journal phrases, dates or commit hashes outside provenance lines =="
+	@echo "== tests/build/check_docs.py: usage.md has every option, the GEMM table every variant, no journal phrases, narration, dates or commit hashes outside provenance lines =="
+	@$(PYTHON) tests/build/check_docs.py --self-test
 	@$(PYTHON) tests/build/check_docs.py
 	@echo "== tests/build/check_gemm_registry.py: the GEMM registry, --help, kernels/gemm/README.md and the bench agree =="
 	@$(MPI_ENV) $(PYTHON) tests/build/check_gemm_registry.py $(CPU_TRAIN) $(CPU_DIR)/bin/gemm_bench
