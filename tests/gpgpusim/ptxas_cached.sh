@@ -16,10 +16,15 @@ cache=${GPGPUSIM_PTXAS_CACHE:-}
 ptx=
 for a in "$@"; do case $a in *.ptx) ptx=$a ;; esac; done
 tidy() { sed -E 's/, [0-9]+ bytes cumulative stack size//'; }
+# The tidied report is whole before this script exits: GPGPU-Sim reads it as soon as ptxas
+# returns, and a report still streaming through a filter (a process substitution) reached it cut
+# short, which ended the simulated program in an assertion about a kernel's maxntid.
 if [ -z "$cache" ] || [ -z "$ptx" ] || [ ! -f "$ptx" ]; then
-  "$real" "$@" 2> >(tidy >&2)
+  err=$(mktemp "${TMPDIR:-/tmp}/ptxas.XXXXXX") || exit 2
+  "$real" "$@" 2>"$err"
   rc=$?
-  wait
+  tidy <"$err" >&2
+  rm -f "$err"
   exit "$rc"
 fi
 args=()
