@@ -410,6 +410,8 @@ test-build: $(CPU_TRAIN) $(CPU_DIR)/bin/gemm_bench data $(CPU_GEMM_DIR)/bin/cpu_
             $(CPU_DIR)/bin/tc_peak
 	@echo "== tests/build/check_sizes.py: every file of src/, kernels/ and tests/ at most 400 lines, every function at most 60 (a kernel that says why, 120) =="
 	@$(PYTHON) tests/build/check_sizes.py src kernels tests
+	@echo "== tests/slurm/pick_build.sh: the build and device a job script picks (a visible GPU never means the emulator by surprise) =="
+	@bash tests/slurm/pick_build.sh
 	@echo "== tests/build/check_links.py: every link and repository path in the Markdown files exists =="
 	@$(PYTHON) tests/build/check_links.py
 	@echo "== tests/build/check_docs.py: usage.md has every option, the GEMM table every variant, no journal phrases, narration, dates or commit hashes outside provenance lines =="

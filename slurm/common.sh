@@ -8,7 +8,8 @@
 #   NN_BUILD      cpu | cuda: the emulator build (build/cpu) or the CUDA build
 #                 (build/cuda). Default: cuda when `nvidia-smi -L` sees a GPU on the node
 #                 and build/cuda/bin/nn_train exists, else cpu; a job that asked for GPUs
-#                 (without --device cpu) stops with one line when either is missing.
+#                 (without --device cpu) stops with one line when either is missing, and a
+#                 visible GPU without the CUDA build trains with --device cpu (nn_pick_build).
 #   LAUNCHER      srun | mpirun. Default: srun inside a Slurm job, mpirun outside.
 #   SRUN_MPI      srun --mpi=PLUGIN. Default: pmix when `srun --mpi=list` offers it (Open MPI
 #                 4.x as packaged by Debian/Ubuntu starts under srun only through PMIx;
@@ -67,12 +68,21 @@ nn_device_arg() {
   echo "$dev"
 }
 
-# nn_pick_build [TRAINER ARGS...]: sets NN_BUILD (cpu|cuda) unless given; an explicit choice is
+# nn_pick_build ROLE [TRAINER ARGS...]: sets NN_BUILD (cpu|cuda) unless given; an explicit choice is
 # never overridden. A job that asked for GPUs gets the CUDA build on a usable GPU or stops with
-# one line: never the emulator by surprise (--device cpu, or NN_BUILD=cpu, says otherwise).
+# one line. A GPU visible without the CUDA build never means the emulator by surprise: with ROLE
+# train (train.sbatch) and no --device, the host's cores train (NN_DEVICE_ARGS=(--device cpu),
+# for the caller to pass on, said in one line); with ROLE run (profile, scaling) or --device gpu,
+# it stops with one line; ROLE tests (test.sbatch: the emulator's suite) notes it. --device cpu,
+# or NN_BUILD=cpu, says otherwise. The emulator build runs where no GPU is visible.
+NN_DEVICE_ARGS=()
 nn_pick_build() {
+  local role=$1
+  shift
   if [ -z "${NN_BUILD:-}" ]; then
-    if nn_gpus_asked && [ "$(nn_device_arg "$@")" != cpu ]; then
+    local device
+    device=$(nn_device_arg "$@")
+    if nn_gpus_asked && [ "$device" != cpu ]; then
       [ -x build/cuda/bin/nn_train ] ||
         nn_die "the job asked for GPUs but build/cuda/bin/nn_train is missing: build it (module load cuda; make trainer), or run with --device cpu (or NN_BUILD=cpu for the emulator)"
       nn_gpu_visible ||
@@ -82,8 +92,16 @@ nn_pick_build() {
       NN_BUILD=cuda
     else
       NN_BUILD=cpu
-      if nn_gpu_visible && [ "$(nn_device_arg "$@")" != cpu ]; then
-        nn_log "note: a GPU is visible but build/cuda/bin/nn_train is missing (make trainer): emulator build"
+      if nn_gpu_visible && [ "$device" != cpu ]; then
+        local missing="a GPU is visible but build/cuda/bin/nn_train is missing (module load cuda; make trainer)"
+        if [ "$role" = tests ]; then
+          nn_log "note: $missing: the emulator build's suite"
+        elif [ "$role" = train ] && [ -z "$device" ]; then
+          NN_DEVICE_ARGS=(--device cpu)
+          nn_log "note: $missing: training on the host's cores (--device cpu); NN_BUILD=cpu runs the emulator build instead"
+        else
+          nn_die "$missing; run with --device cpu, or NN_BUILD=cpu for the emulator build"
+        fi
       fi
     fi
   fi
