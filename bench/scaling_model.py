@@ -489,7 +489,7 @@ def cmd_markdown(par, a):
         for cfg in a.configs:
             s = step_time(par, h, bt, 8, cfg, "strong", a.per_node, a.fabric)
             print("| %d:%d | %s | %s |" % (h, bt, cfg, " | ".join("%.0f" % s[k] if k in s else "-" for k in keys)))
-    print("\nOne GPU: " + ", ".join("%d:%d %.1f us" % (h, bt, step_time(par, h, bt, 1)["total"]) for h, bt in SHAPES))
+    print("\nOne GPU (the fused step): " + ", ".join("%d:%d %.1f us" % (h, bt, step_time(par, h, bt, 1)["total"]) for h, bt in SHAPES))
 
 
 def main():
