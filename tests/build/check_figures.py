@@ -44,7 +44,7 @@ bench/results/ (each run's own record) are history and are not read.
    - in a table row whose first cell is the span: the first duration in the later cells;
    - in prose, in a code block's `make ... # comment` line, or in a Makefile comment
      `# make TARGET: ...`: the first duration after the span in the same sentence (up to
-     `. `, a blank line, a list item or table row) with nothing between them but
+     `. `, a blank line, a list item, a table row or cell) with nothing between them but
      punctuation and the words took, takes, take, runs, is, in, about, once, alone (so
      "after `make gpgpusim`, trains and verifies (8 min 20 s)" is not a time of make
      gpgpusim); in a comment line, the first duration in the rest of the line.
@@ -54,10 +54,10 @@ bench/results/ (each run's own record) are history and are not read.
    clone": a time once built and a time from a fresh clone are different figures, and a time
    with neither is a third. Statements with the same key must agree (the duration rules of 1).
    Limits: a time phrased otherwise ("the build took 503 s" without the make command, a time
-   before the command, a time named only in a provenance line's narrative) is not seen; a
-   figure measured on another host in the same words is compared all the same (say "on the
-   Intel host ..." beside a different command or put the difference in the key's qualifier
-   words).
+   before the command, a time more than the listed words after it) is not seen; two times of
+   one command on different hosts or configurations are compared unless a qualifier above
+   tells them apart, so such a figure names its command differently (its variables, e.g.
+   `make test NP_LIST='1 2'`) or says "once built" / "from a fresh clone".
 
 Each problem is printed as `FILE:LINE: WHAT`; the exit status is 1 if there was any, else 0.
 """
