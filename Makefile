@@ -417,6 +417,9 @@ test-build: $(CPU_TRAIN) $(CPU_DIR)/bin/gemm_bench data $(CPU_GEMM_DIR)/bin/cpu_
 	@echo "== tests/build/check_docs.py: usage.md has every option, the GEMM table every variant, no journal phrases, narration, dates or commit hashes outside provenance lines =="
 	@$(PYTHON) tests/build/check_docs.py --self-test
 	@$(PYTHON) tests/build/check_docs.py
+	@echo "== tests/build/check_figures.py: a figure stated in several places (CI target, CUDA_ARCH, chunk size, exchange pieces, GPU-step ratios, make targets' times) has one value =="
+	@$(PYTHON) tests/build/check_figures.py --self-test
+	@$(PYTHON) tests/build/check_figures.py
 	@echo "== tests/build/check_gemm_registry.py: the GEMM registry, --help, kernels/gemm/README.md and the bench agree =="
 	@$(MPI_ENV) $(PYTHON) tests/build/check_gemm_registry.py $(CPU_TRAIN) $(CPU_DIR)/bin/gemm_bench
 	@echo "== tests/build/check_graph.py: setup before every step, make run builds only what it runs =="
