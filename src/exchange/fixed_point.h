@@ -86,16 +86,15 @@ inline constexpr int kQuantum = Ieee<T>::emin - Ieee<T>::digits + 1;
 inline constexpr int kAllZero = -(1 << 30);
 inline constexpr int kNonFinite = 1 << 30;
 
-// The leading zero bits of x (64 for 0), in plain integer operations.
+// The leading zero bits of x (64 for 0), in plain integer operations, without branches.
 NN_FIXED_HD constexpr int clz64(std::uint64_t x) {
-  if (x == 0) return 64;
   int n = 0;
-  for (int s = 32; s > 0; s >>= 1)
-    if ((x >> (64 - s)) == 0) {
-      n += s;
-      x <<= s;
-    }
-  return n;
+  for (int s = 32; s > 0; s >>= 1) {
+    const int z = (x >> (64 - s)) == 0 ? s : 0;
+    n += z;
+    x <<= z;
+  }
+  return n + (x == 0);
 }
 
 // ceil(log2(n)) for n >= 1.
@@ -167,7 +166,7 @@ Format<T> make_format(int max_exp, std::uint64_t chunks) {
 // kAllZero if every value is zero (or n is 0), kNonFinite if any is NaN or infinite. One max over
 // the magnitudes' bits, which order as the magnitudes do (NaN and Inf above every finite value).
 template <class T>
-int max_exponent(const T* v, std::size_t n) {
+NN_FIXED_HD constexpr int max_exponent(const T* v, std::size_t n) {
   using Bits = typename Ieee<T>::Bits;
   Bits top = 0;
   for (std::size_t i = 0; i < n; ++i) {
@@ -235,19 +234,29 @@ inline void combine(const std::uint64_t* from, std::size_t words, std::uint64_t*
 // How round_back found a value: Ok, or beyond T's range (written as +-Inf).
 enum class Check { Ok, Overflow };
 
-// Limb sums w[0, words) as base-2^B digits d[k] in [0, 2^B) and a top digit, the return value:
-// X = sum_k d[k] * 2^(kB) + top * 2^(words * B), X the exact sum (its negation if negate).
+// The magnitude of the exact sum X = sum_k w[k] * 2^(kB) (each w[k] read as int64) as base-2^B
+// digits d[k] in [0, 2^B) and a top digit, returned: |X| = sum_k d[k] * 2^(kB) + top * 2^(WB);
+// negative: whether X < 0. Carries the digits once, then negates them (ones' complement and 1)
+// when the top digit is negative; no branches.
 template <int W>
-NN_FIXED_HD constexpr std::int64_t digits_of(const std::uint64_t* w, int B, bool negate, std::uint64_t* d) {
+NN_FIXED_HD constexpr std::uint64_t magnitude_digits(const std::uint64_t* w, int B, std::uint64_t* d, bool& negative) {
   const std::uint64_t mask = (std::uint64_t(1) << B) - 1;
   std::int64_t carry = 0;
   for (int k = 0; k < W; ++k) {
-    const auto s = std::int64_t(negate ? 0 - w[k] : w[k]);  // |s| < 2^63 within the capacity
+    const auto s = std::int64_t(w[k]);  // |s| < 2^63 within the capacity
     const auto t = std::int64_t(std::uint64_t(s) & mask) + carry;
     d[k] = std::uint64_t(t) & mask;
     carry = (s >> B) + (t >> B);
   }
-  return carry;
+  const std::uint64_t neg = 0 - std::uint64_t(carry < 0);
+  std::uint64_t up = neg & 1;
+  for (int k = 0; k < W; ++k) {
+    const std::uint64_t t = (d[k] ^ (neg & mask)) + up;
+    d[k] = t & mask;
+    up = t >> B;
+  }
+  negative = carry < 0;
+  return (std::uint64_t(carry) ^ neg) + up;
 }
 
 // Bits [pos, pos + 64) of the little-endian words m[0, N) (zeros beyond).
@@ -278,13 +287,12 @@ NN_FIXED_HD constexpr Check from_words(const std::uint64_t* w, const Format<T>& 
   constexpr int W = Format<T>::words, N = W + 1;
   const int B = f.limb_bits();
   std::uint64_t d[W] = {};
-  std::int64_t top = digits_of<W>(w, B, false, d);
-  const bool negative = top < 0;
-  if (negative) top = digits_of<W>(w, B, true, d);
+  bool negative = false;
+  const std::uint64_t top = magnitude_digits<W>(w, B, d, negative);
   // The magnitude as N little-endian 64-bit words: digit k at bit kB, the top digit at bit WB.
   std::uint64_t m[N] = {};
   for (int k = 0; k <= W; ++k) {
-    const std::uint64_t v = k < W ? d[k] : std::uint64_t(top);
+    const std::uint64_t v = k < W ? d[k] : top;
     const int pos = B * k, j = pos >> 6, o = pos & 63;
     m[j] |= v << o;
     if (o && j + 1 < N) m[j + 1] |= v >> (64 - o);

@@ -237,6 +237,20 @@ TEST(FixedPointFormat, HeadroomLsbAndCapacity) {
   EXPECT_NO_THROW(make_format<double>(1023, 4));
 }
 
+// The per-value functions are constexpr (plain integer operations), as a device kernel needs.
+constexpr float round_trip(float v, int max_exp, int headroom) {
+  const Format<float> f{max_exp, headroom, lsb_exponent(max_exp, headroom, 2)};
+  std::uint64_t w[2] = {};
+  add_value(v, f, f.limit(), w);
+  add_value(v, f, f.limit(), w);
+  float out = 0;
+  return from_words(w, f, out) == Check::Ok ? out : -1.0f;
+}
+static_assert(round_trip(1.5f, 0, 2) == 3.0f && round_trip(-0x1p-149f, -149, 2) == -0x1p-148f);
+static_assert(round_trip(0x1p-30f, 0, 60) == 0.0f && round_trip(0x1p-30f, 0, 2) == 0x1p-29f);
+constexpr double kTwo[] = {1.0, -2.0, 0.0};
+static_assert(max_exponent(kTwo, 3) == 1 && max_exponent(kTwo + 2, 1) == kAllZero);
+
 TEST(FixedPointMaxExponent, FloatValues) {
   auto me = [](std::vector<float> v) { return max_exponent(v.data(), v.size()); };
   EXPECT_EQ(me({0.75f}), -1);
