@@ -35,13 +35,15 @@
 // value (float, C = 1024: B = 53, 2^lsb = 2^(max_exp - 104)). Values whose lowest mantissa bit
 // is at or above 2^lsb convert exactly; then the result is S correctly rounded, the same as an
 // exact sum would give, where a float sum's error grows as (C - 1) * u * sum |v|. Only values
-// more than about words * B - 24 (float) or words * B - 53 (double) binades below the tensor's
-// largest lose bits, in absolute terms below C * 2^(lsb - 1).
+// more than words * B - 25 (float) or words * B - 54 (double) binades below the max_exp lose
+// bits, in absolute terms below C * 2^(lsb - 1) for the whole sum.
 //
-// Words. 2 for float: with B = 63 - ceil(log2 C) (53 at C = 1024) the fixed point spans about
-// 105 bits, so values 80 binades below the largest still convert exactly (24-bit mantissas);
-// one word would leave 18 binades, less than a tensor's gradient spans. 3 for double: about
-// 158 bits at C = 1024, so 105 binades convert exactly to 53 bits; two words would leave 52.
+// Words. 2 for float: with B = 63 - ceil(log2 C) (53 at C = 1024) the fixed point spans 105
+// bits, so values 81 binades below the largest convert exactly (24-bit mantissas); one word
+// would keep 28 binades, fewer than a tensor's gradient spans, and a small entry would then sum
+// less accurately than in float. 3 for double: 158 bits at C = 1024, 105 binades exact to 53
+// bits; two words would keep 52. The price: 16 bytes a float value on the wire (a float sum's
+// 4) and 24 a double (8).
 //
 // Tested by tests/exchange/test_fixed_point.cpp.
 #pragma once
@@ -180,8 +182,8 @@ NN_FIXED_HD constexpr int max_exponent(const T* v, std::size_t n) {
 
 // Adds v, rounded to the nearest multiple of 2^f.lsb (ties to even), to its words acc[0, words):
 // limb k of |q| into word k, negated for a negative v, each word a wrapping add with no carry
-// into the next. Returns false, adding nothing, when v does not fit (|v| >= 2^(f.max_exp + 1),
-// NaN or Inf). Branch-free.
+// into the next. limit: f.limit(), taken once by the caller. Returns false, adding nothing, when
+// v does not fit (|v| >= 2^(f.max_exp + 1), NaN or Inf). Branch-free.
 template <class T>
 NN_FIXED_HD constexpr bool add_value(T v, const Format<T>& f, typename Ieee<T>::Bits limit, std::uint64_t* acc) {
   using I = Ieee<T>;
