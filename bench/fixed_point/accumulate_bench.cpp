@@ -1,0 +1,66 @@
+// accumulate_bench: the exact format's conversion speed (src/exchange/fixed_point.h), ns a value,
+// for a chunk's gradient of N values added into its words, and for max_exponent and round_back.
+//
+// Build (no project libraries):
+//   g++ -std=c++20 -O2 -Isrc bench/fixed_point/accumulate_bench.cpp -o /tmp/accumulate_bench
+// Usage: accumulate_bench [N...]   (default 200000 800000; float and double each)
+//
+// Values: random mantissas and signs over 30 binades below 2^-3, as a gradient's; the format for
+// 64 chunks. Each measurement is the best of 7 runs of enough repeats to last about 0.1 s.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#include "exchange/fixed_point.h"
+
+namespace fx = nn::exchange::fixed;
+
+template <class F>
+double best_ns_per_value(std::size_t n, F&& run) {
+  using Clock = std::chrono::steady_clock;
+  int reps = 1;
+  for (;;) {  // enough repeats for about 0.1 s
+    const auto t0 = Clock::now();
+    for (int r = 0; r < reps; ++r) run();
+    if (std::chrono::duration<double>(Clock::now() - t0).count() > 0.1) break;
+    reps *= 2;
+  }
+  double best = 1e30;
+  for (int k = 0; k < 7; ++k) {
+    const auto t0 = Clock::now();
+    for (int r = 0; r < reps; ++r) run();
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    best = std::min(best, s * 1e9 / (double(reps) * double(n)));
+  }
+  return best;
+}
+
+template <class T>
+void bench(std::size_t n, const char* name) {
+  std::mt19937_64 rng(1);
+  std::vector<T> v(n);
+  for (auto& x : v) {
+    const int e = std::uniform_int_distribution<int>(-33, -4)(rng);
+    x = std::ldexp(T(std::uniform_real_distribution<double>(1, 2)(rng)), e) * ((rng() & 1) ? 1 : -1);
+  }
+  const auto f = fx::make_format<T>(fx::max_exponent(v.data(), n), 64);
+  std::vector<std::uint64_t> acc(n * fx::Format<T>::words, 0);
+  std::vector<T> out(n);
+  std::size_t misfits = 0, overflows = 0;
+  volatile int sink = 0;
+  const double ns_max = best_ns_per_value(n, [&] { sink = sink + fx::max_exponent(v.data(), n); });
+  const double ns_acc = best_ns_per_value(n, [&] { misfits += fx::accumulate(v.data(), n, f, acc.data()); });
+  const double ns_back = best_ns_per_value(n, [&] { overflows += fx::round_back(acc.data(), n, f, out.data()); });
+  std::printf("%-6s n=%-8zu words=%d  max_exponent %.2f ns  accumulate %.2f ns  round_back %.2f ns a value%s\n",
+              name, n, fx::Format<T>::words, ns_max, ns_acc, ns_back, misfits || overflows ? "  (misfits!)" : "");
+}
+
+int main(int argc, char** argv) {
+  std::vector<std::size_t> sizes;
+  for (int i = 1; i < argc; ++i) sizes.push_back(std::strtoull(argv[i], nullptr, 10));
+  if (sizes.empty()) sizes = {200000, 800000};
+  for (std::size_t n : sizes) bench<float>(n, "float");
+  for (std::size_t n : sizes) bench<double>(n, "double");
+}
