@@ -292,12 +292,16 @@ def normalise(text, make_file):
     if make_file:
         text = text.replace("$(MAKE)", "make").replace("$(PYTHON)", "python3")
         text = re.sub(r"(?m)^\t@?", "\t", text)
-    text = re.sub(r"\bmake((?:\s+(?:--no-print-directory|-j1))+)(?=\s)", "make", text)
-    return " ".join(text.split())
+    text = re.sub(r"\bmake((?:[ \t]+(?:--no-print-directory|-j1))+)(?=\s)", "make", text)
+    return "\n".join(" ".join(line.split()) for line in text.split("\n"))
 
 
 def holds(text, run):
-    return re.search(r"(?<![\w./-])" + re.escape(" ".join(run.split())) + r"(?![\w./=-])", text) is not None
+    """Does TEXT (normalised) hold RUN as a whole command: not inside a longer word, and ending
+    where its line, a quote, a comment, a redirection or a shell operator (; & | )) ends it?"""
+    pattern = (r"(?<![\w./-])" + re.escape(" ".join(run.split()))
+               + r"(?=[ \t]*(?:$|[;&|)\"'`#]|[0-9]*[<>]))")
+    return re.search(pattern, text, re.M) is not None
 
 
 def without_comment_lines(text):
@@ -542,6 +546,7 @@ Indented:
 `nn_train --data $NN_DATA "$@"` a script's line; `bash tests/x.sh FILE` is a template and
 `nn_train --save FILE` (needs a GPU) one too. `make all`, `make lost`, `make peer`, `bash tests/y.sh`,
 `make test-build` and `make test-cpu NP_LIST='1 2'` are in the manifest; `module load`, `spack install`.
+`make tidy` is run only with more words after it.
 """
 
 SELF_TEST_MANIFEST = """\
@@ -561,6 +566,7 @@ make peer | none | PyPI downloads
 bash tests/y.sh | test | tests/y.sh
 make test-build | test | Makefile:test-build
 make test-cpu NP_LIST='1 2' | test | Makefile:test
+make tidy | test | tests/docs/commands.sh
 """
 
 SELF_TEST_FILES = {
@@ -570,7 +576,7 @@ SELF_TEST_FILES = {
                  "\t@$(MAKE) -j1 test-cpu NP_LIST='$(TEST_NP)'\n\t$(MAKE) X=1 lost\n"
                  "test-build: data\n\t@bash tests/docs/commands.sh\n\t$(MAKE) trainer\n"),
     "tests/docs/docs.mk": "test-docs:\n\tbash tests/docs/commands.sh\n",
-    "tests/docs/commands.sh": "make run\nmake benchmark\nbash bench/run.sh  --quick\n# bash tests/x.sh /tmp/a\n",
+    "tests/docs/commands.sh": "make run\nmake benchmark\nbash bench/run.sh  --quick\n# bash tests/x.sh /tmp/a\nmake tidy V=1\n",
     "slurm/train.sbatch": "", "bench/run.sh": "", "tests/x.sh": "", "tests/y.sh": "bash tests/y.sh\n",
 }
 
@@ -589,6 +595,7 @@ SELF_TEST_WANT = [
     "(as a prerequisite or a `$(MAKE) GOAL` that sets no variable)",
     "tests/docs/commands.txt:14: CI phase `test` (make test) does not run tests/y.sh",
     "tests/docs/commands.txt:15: the recipe of `test-build` in Makefile does not run `make test-build`",
+    "tests/docs/commands.txt:17: tests/docs/commands.sh does not run `make tidy`",
     "README.md:22: `spack install` is run by no test (tests/docs/commands.txt) and not tagged "
     "'(needs a GPU)' or '(needs a cluster)'",
 ]
@@ -602,6 +609,7 @@ SELF_TEST_FOUND = [
     (20, "bash tests/x.sh FILE", None), (21, "nn_train --save FILE", "GPU"),
     (21, "make all", None), (21, "make lost", None), (21, "make peer", None), (21, "bash tests/y.sh", None),
     (22, "make test-build", None), (22, "make test-cpu NP_LIST='1 2'", None), (22, "spack install", None),
+    (23, "make tidy", None),
 ]
 
 
