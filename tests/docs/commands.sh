@@ -93,7 +93,8 @@ built() {
   # testing.md: a setup component's check (base: what make setup checks; installs nothing once
   # make setup has run).
   run 0 "bash .ci/setup.sh base"
-  if command -v nvcc >/dev/null 2>&1 || [ -n "${CUDA_HOME:-}" ]; then
+  # The Makefile's own test: nvcc from CUDA_HOME, else on PATH.
+  if [ -x "${CUDA_HOME:-/nonexistent}/bin/nvcc" ] || { [ -z "${CUDA_HOME:-}" ] && command -v nvcc >/dev/null 2>&1; }; then
     run 0 "make cuda"
     run 0 "make cuda data"
   else
