@@ -9,7 +9,7 @@
 #   bash tests/docs/commands.sh built    # make test-more, after `make all`: the build commands and more
 #
 # Prints "ok COMMAND (N s)" or "FAIL COMMAND (exit N, expected M)" with the end of its output,
-# then "doc commands: N passed, M failed"; exits non-zero on any failure. Each command's
+# then "doc commands (MODE): N passed, M failed"; exits non-zero on any failure. Each command's
 # output goes to a log (DOC_COMMANDS_KEEP=1 keeps them; the folder is printed).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
@@ -48,7 +48,7 @@ quick() {
   run 0 "make help" '^make test '
   run 0 "make V=1 help" '^make run '
   run 0 "build/cpu/bin/nn_train --help" '--data'
-  # README.md's first command: 10 epochs at H = 256 on the host's cores (about 15 s on 2 cores).
+  # README.md's first command: 10 epochs at H = 256 on the host's cores (2 s on 2 idle cores).
   run 0 "make run" '^test precision: 0\.[0-9]+'
   # usage.md's command line; cluster.md's own concurrent runs (the launch the docs print,
   # ... filled with a small training).
