@@ -328,10 +328,11 @@ GPU_VISIBLE := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
 # made here (nothing of it could run): make test-more compiles it.
 # make test-more: the rest of what needs neither a GPU nor root (.ci/run runs both): the
 # collective tests at 3 and 4 ranks, the emulator's standalone programs, the CLI's killed,
-# stalled and core-binding checks, and the CUDA build compiled for every CUDA_ARCH.
+# stalled and core-binding checks, the CUDA build compiled for every CUDA_ARCH, and the docs'
+# commands that want the whole build (tests/docs/commands.sh built: make, make trainer, ...).
 # Each part in order even under -j.
 test: cpu-test-bins $(if $(GPU_VISIBLE),$(if $(HAVE_NVCC),cuda))
-	@$(MAKE) --no-print-directory -j1 NP_LIST='$(TEST_NP_LIST)' test-cpu
+	@$(MAKE) --no-print-directory -j1 test-cpu NP_LIST='$(TEST_NP_LIST)'
 	@$(MAKE) --no-print-directory -j1 test-gpu-grid
 	@$(MAKE) --no-print-directory -j1 test-nvtx
 	@$(MAKE) --no-print-directory -j1 CLI_SCRIPTS='$(CLI_QUICK)' test-cli
@@ -341,6 +342,8 @@ test-more: all
 	@$(MAKE) --no-print-directory -j1 NP_LIST='$(filter-out $(TEST_NP_LIST),$(NP_LIST))' RANKS_ALL=none test-cpu
 	@$(MAKE) --no-print-directory -j1 test-sim-examples
 	@$(MAKE) --no-print-directory -j1 CLI_SCRIPTS='$(filter-out $(CLI_QUICK),$(CLI_ALL))' test-cli
+	@echo "== tests/docs/commands.sh built: the build commands the docs show (make, make trainer, make cuda data), each up to date =="
+	@bash tests/docs/commands.sh built
 TEST_NP_LIST := 1 2
 # The suite's collective tests (tests/comm, tests/exchange, tests/train: their results depend on the rank count)
 # run at every count of NP_LIST; the others (options, IDX, checkpoints, the reference, schedules,
@@ -405,7 +408,9 @@ test-sim-examples: setup
 # what it runs, `make` both builds); the shared host-only objects free of CUDA and the emulator;
 # each setup component before the targets that need it;
 # simultaneous launches through slurm/mpirun.sh, which must never collide; make cpu-gemm-lab's
-# two programs at a small size; tc_peak --quick on the emulator (its kernels' results checked).
+# two programs at a small size; tc_peak --quick on the emulator (its kernels' results checked);
+# every command README.md and docs/ show, run by a test or tagged (check_doc_commands.py), and the
+# cheap ones run as written (tests/docs/commands.sh quick: make run, make help, ...).
 test-build: $(CPU_TRAIN) $(CPU_DIR)/bin/gemm_bench data $(CPU_GEMM_DIR)/bin/cpu_gemm_lab $(CPU_GEMM_DIR)/bin/fma_peak \
             $(CPU_DIR)/bin/tc_peak
 	@echo "== tests/build/check_sizes.py: every file of src/, kernels/ and tests/ at most 400 lines, every function at most 60 (a kernel that says why, 120) =="
@@ -420,6 +425,9 @@ test-build: $(CPU_TRAIN) $(CPU_DIR)/bin/gemm_bench data $(CPU_GEMM_DIR)/bin/cpu_
 	@echo "== tests/build/check_figures.py: a figure stated in several places (CI target, CUDA_ARCH, chunk size, exchange pieces, GPU-step ratios, make targets' times) has one value =="
 	@$(PYTHON) tests/build/check_figures.py --self-test
 	@$(PYTHON) tests/build/check_figures.py
+	@echo "== tests/build/check_doc_commands.py: every command README.md and docs/ show is run as written by CI (tests/docs/commands.txt) or tagged as needing a GPU or a cluster =="
+	@$(PYTHON) tests/build/check_doc_commands.py --self-test
+	@$(PYTHON) tests/build/check_doc_commands.py
 	@echo "== tests/build/check_gemm_registry.py: the GEMM registry, --help, kernels/gemm/README.md and the bench agree =="
 	@$(MPI_ENV) $(PYTHON) tests/build/check_gemm_registry.py $(CPU_TRAIN) $(CPU_DIR)/bin/gemm_bench
 	@echo "== tests/build/check_graph.py: setup before every step, make run builds only what it runs =="
@@ -436,9 +444,11 @@ test-build: $(CPU_TRAIN) $(CPU_DIR)/bin/gemm_bench data $(CPU_GEMM_DIR)/bin/cpu_
 	@echo "== tc_peak --quick (emulator): the WMMA TF32 and FP32 FMA peak kernels run and store exact results =="
 	@$(if $(filter 1,$(SANITIZE)),$(SAN_ENV)1 )$(CPU_DIR)/bin/tc_peak --quick > $(BUILD)/tc_peak_quick.txt || { cat $(BUILD)/tc_peak_quick.txt; exit 1; }
 	@echo "== tests/bench: the scaling model's algebra and fits (bench/scaling_model.py; make test-scaling-model) =="
-	@$(PYTHON) -m unittest discover -s tests/bench -p 'test_*.py'
+	@$(MAKE) --no-print-directory test-scaling-model
 	@echo "== tests/build/concurrent_runs.sh: simultaneous launches, each with its own Open MPI session directory =="
 	@$(MPI_ENV) $(if $(filter 1,$(SANITIZE)),$(SAN_ENV)0) bash tests/build/concurrent_runs.sh $(CPU_TRAIN) data/current
+	@echo "== tests/docs/commands.sh quick: the commands the docs show, run as written (make run, make help, the scaling model, ...) =="
+	@bash tests/docs/commands.sh quick
 test-cuda: cuda
 	@if [ "$(GPU_VISIBLE)" = yes ]; then \
 	  for np in $(NP_LIST); do echo "== $(CUDA_TESTS) (GPU) at $$np MPI rank(s) =="; \
@@ -551,7 +561,7 @@ help:
 	@echo "make cpu-gemm-lab  OpenBLAS vs BLIS, oneDNN, MKL at the --device cpu GEMM shapes, 1 and 2 threads; the FMA peak"
 	@echo "make scaling how many GPUs pay: the scaling model's tables and plots from committed measurements (build/scaling/model/)"
 	@echo "make scaling-study strong/weak scaling x strategies + variant ratios on this machine (CSV, PNG in build/scaling/)"
-	@echo "make test-build  sizes of src/ files and functions, Markdown links, GEMM registry agreement, the dependency graph, simultaneous launches"
+	@echo "make test-build  sizes of src/ files and functions, Markdown links, GEMM registry agreement, the dependency graph, simultaneous launches, the docs' commands"
 	@echo "make test-cli    bad input (every corrupt IDX class, bad options, bad checkpoints) and a killed rank, end to end"
 	@echo "make test-slurm  a local one-node Slurm cluster (root): submit slurm/*.sbatch, check COMPLETED"
 	@echo "make test-nsys   nsys.sh under Debian's Nsight Systems (root): 2 ranks, each rank's NVTX ranges and counts checked"

@@ -120,7 +120,7 @@ L() { "$here/launch.sh" "$@"; }                                 # over node-a an
 ONE() { "$root/slurm/mpirun.sh" --oversubscribe "$@"; }         # 4 ranks on one node
 
 # ---- layout -----------------------------------------------------------------------------
-got=$(timeout -k 5 "$(lim 60)" "$here/launch.sh" -np 4 hostname 2>"$OUT/logs/hostname.err" | sort | paste -sd' ')
+got=$(timeout -k 5 "$(lim 60)" tests/multinode/launch.sh -np 4 hostname 2>"$OUT/logs/hostname.err" | sort | paste -sd' ')
 if [ "$got" = "node-a node-a node-b node-b" ]; then
   pass "layout: mpirun -np 4 hostname over the simulated nodes: $got"
 else
