@@ -321,7 +321,7 @@ SAN_ENV = ASAN_OPTIONS=intercept_strchr=0:detect_leaks=
 # (set it in the environment of make) turns that off for debugging.
 GPU_VISIBLE := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
 
-# make test: what every change must pass, in about 5 minutes on 2 cores once built: the emulator
+# make test: what every change must pass, in about 3 minutes on 2 cores once built: the emulator
 # build's suite at 1 rank (every test) and 2 (the collective ones), the kernels at GPU grid
 # sizes, the NVTX ranges, the CLI's bad-input, device-map and resume checks, the build checks;
 # on a machine with a GPU, the CUDA build's suite on it. Without a GPU the CUDA build is not

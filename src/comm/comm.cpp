@@ -114,6 +114,13 @@ void any_of_each(std::vector<int>& flags) {
         "MPI_Allreduce");
 }
 
+void max_each(std::vector<int>& values) {
+  if (values.empty()) return;
+  check((detail::Busy("MPI_Allreduce"), MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_INT,
+                                                     MPI_MAX, MPI_COMM_WORLD)),
+        "MPI_Allreduce");
+}
+
 void sum(std::vector<double>& v) {
   if (v.empty()) return;
   check((detail::Busy("MPI_Allreduce"), MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_DOUBLE, MPI_SUM,

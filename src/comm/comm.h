@@ -35,6 +35,8 @@ std::string processor_name();
 bool all_ok(bool ok);
 // Element-wise logical OR over ranks, in place (all ranks pass the same length).
 void any_of_each(std::vector<int>& flags);
+// Element-wise maximum over ranks, in place (MPI_MAX; all ranks pass the same length).
+void max_each(std::vector<int>& values);
 // Sums over ranks, in place.
 void sum(std::vector<double>& values);
 void sum(std::vector<float>& values);
