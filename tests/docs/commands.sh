@@ -58,7 +58,7 @@ quick() {
   run 0 "bash slurm/train.sbatch --device cpu --epochs 1 --train-size 2000 --test-size 500 --hidden 32" \
     '^test precision: '
   # performance.md: the CI phase table from the runs' logs.
-  run 0 "python3 bench/ci_phase_table.py bench/results/build-times/ci-4f7c2ab-a.log.gz bench/results/build-times/ci-4f7c2ab-b.log.gz" \
+  run 0 "python3 bench/ci_phase_table.py bench/results/build-times/ci-4f7c2ab-a.log.gz bench/results/build-times/ci-4f7c2ab-b.log.gz bench/results/build-times/ci-277991c-c.log.gz" \
     '^\| total \| \*\*2027\*\* '
   # performance.md: the GPU step table's medians from the runs' per-epoch files.
   run 0 "python3 bench/epoch_medians.py bench/results/h200-2026-11-28c/session/*.csv bench/results/h200-2026-11-28c/sweep/*.csv bench/results/h200-2026-11-28c/check/*.csv bench/results/h200-2026-11-28c/session/peer_jax_scan_1024_3000.log bench/results/h200-2026-11-28c/session/peer_torch_graph_1024_3000.log" \
