@@ -157,6 +157,11 @@ const Spec kSpecs[] = {
      else if (s == "off") c.node_shared = NodeShared::Off;
      else throw BadValue{s.empty() ? "missing value" : "must be auto, on or off"};
    }},
+  {"exact", "M", "on: the weights depend on the data, the batch, the seed and the options only, not on "
+   "the number of ranks or nodes or where a run was resumed (chunks of the batch summed exactly in "
+   "fixed point; docs/training.md) | off (the default: a floating-point sum over the ranks)",
+   [](const Config& c) { return std::string(c.exact ? "on" : "off"); },
+   [](Config& c, const std::string& v) { c.exact = to_bool(v); }},
   {"mpi", "M", "host (stage through pinned host memory) | device (device pointers to a "
    "CUDA-aware MPI)",
    [](const Config& c) { return std::string(c.mpi_device ? "device" : "host"); },

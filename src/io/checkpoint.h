@@ -24,6 +24,9 @@ struct RunFingerprint {
   // --device cpu, allreduce with the weights in the node's shared memory (--node-shared): the
   // same maths in another summation order, so a run never resumes across the two.
   static constexpr std::uint32_t kAllreduceNodeShared = 3;
+  // --exact on (allreduce or ps: the same bits): the weights do not depend on the ranks, so such
+  // a state resumes at any rank count (ranks then only sizes loss_sum and hits).
+  static constexpr std::uint32_t kExact = 4;
   std::uint32_t gemm = 0;          // --gemm variant (summation orders differ), or kCpuBlas/kCpuOneDnn
   static constexpr std::uint32_t kCpuBlas = 255;    // --device cpu on OpenBLAS, whatever --gemm says
   static constexpr std::uint32_t kCpuOneDnn = 254;  // --device cpu on oneDNN (--cpu-gemm; files before

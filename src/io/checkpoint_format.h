@@ -24,7 +24,7 @@ constexpr std::size_t kStatePerRank = 16;
 constexpr std::size_t kStatePerEpoch = 24;
 // Plausibility bounds of a state (far beyond any real run; they keep sizes from overflowing).
 constexpr std::uint64_t kMaxRanks = std::uint64_t{1} << 24;
-constexpr std::uint64_t kMaxStrategy = 3;  // RunFingerprint::kAllreduceNodeShared
+constexpr std::uint64_t kMaxStrategy = 4;  // RunFingerprint::kExact
 
 using Bytes = std::vector<unsigned char>;
 

@@ -90,6 +90,7 @@ class CpuModel {
   void set_phase_hook(std::function<void()> hook) { phase_hook_ = std::move(hook); }
 
   void sgd_step(T lr);  // p <- p - lr * g
+  void add_l2(T reg);   // g <- g + reg * W for W1 and W2 (--exact: the regulariser after the sum)
 
   // When one rank holds the whole batch's gradient (data parallel, p = 1) nothing happens
   // between the backward pass and the step, so the dW1 GEMM can apply the step itself:

@@ -96,7 +96,19 @@ typename CpuModel<T>::GemmTiming CpuModel<T>::time_step_gemms(int b, int reps, b
   return t;
 }
 
+// --exact: the regulariser, once, on the summed gradient (the step's other terms are in grads_).
+template <class T>
+void CpuModel<T>::add_l2(T reg) {
+  if (reg == T(0)) return;
+  const auto add = [&](std::size_t at, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) grads_[at + i] += reg * P_[at + i];
+  };
+  add(lay_.W1(), std::size_t(lay_.H) * lay_.D);
+  add(lay_.W2(), std::size_t(lay_.C) * lay_.H);
+}
+
 #define NN_CPU_MODEL_EVAL(T)                                                     \
+  template void CpuModel<T>::add_l2(T);                                          \
   template void CpuModel<T>::reset_stats();                                      \
   template void CpuModel<T>::read_stats(double&, std::uint64_t&) const;          \
   template double CpuModel<T>::weight_sq_norm() const;                           \

@@ -152,6 +152,11 @@ class DeviceModel {
   void upload_grads(const T* host, std::size_t begin, std::size_t end);
   // p <- p - lr * g for every entry: the regulariser is already inside g (src/train/step.cpp).
   void sgd_step(T lr);
+  // The host waits until every step queued so far is done.
+  void synchronize() const { CUDA_CHECK(cudaStreamSynchronize(stream_.get())); }
+  // g <- g + reg * W for W1 and W2 (not the biases): --exact adds the regulariser once, to the
+  // summed gradient (src/train/step.cpp, exact_step).
+  void add_l2(T reg);
 
   // Training statistics accumulated by forward_backward since the last reset.
   void reset_stats();
@@ -174,6 +179,7 @@ class DeviceModel {
     PartialScores,       // model parallelism: this rank's share of the scores
     ModelBackward,       // model parallelism: softmax on the summed scores, the slice's gradients
     SgdStep,             // p -= lr g over the packed parameters
+    AddL2,               // g += reg W over W1 and W2 (--exact: the regulariser after the sum)
     FusedStep,           // a lone rank's fused step, the update included
     FusedForwardLayer2,  // the fused step's forward pass and layer 2 (gradient for the exchange)
     FusedDw1,            // the fused step's dW1 GEMM (gradient for the exchange)

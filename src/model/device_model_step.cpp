@@ -164,6 +164,17 @@ void DeviceModel<T>::sgd_step(T lr) {
             [&] { sgd_update<T>(params_.get(), grads_.get(), params_.size(), lr, T(0), stream_.get()); });
 }
 
+template <class T>
+void DeviceModel<T>::add_l2(T reg) {
+  if (reg == T(0)) return;
+  run_phase({Phase::AddL2, 0, double(reg), 0}, [&] {  // sgd_update(g, W, n, -reg, 0): g + reg * W
+    T* G = grads_.get();
+    const T* P = params_.get();
+    sgd_update<T>(G + lay_.W1(), P + lay_.W1(), std::size_t(lay_.H) * lay_.D, -reg, T(0), stream_.get());
+    sgd_update<T>(G + lay_.W2(), P + lay_.W2(), std::size_t(lay_.C) * lay_.H, -reg, T(0), stream_.get());
+  });
+}
+
 // X = images(:, idx) / 255, A1 = sigmoid(W1 X + b1), Z2 = W2 A1 (+ b2) (columns 0..b-1).
 template <class T>
 void DeviceModel<T>::forward(const std::uint8_t* images, const std::uint32_t* idx, int b, bool bias2) {
@@ -338,6 +349,7 @@ const typename DeviceModel<T>::StepKind& DeviceModel<T>::step_kind(bool fused) {
   template void DeviceModel<T>::fused_step(std::size_t, int, T, T, T); \
   template void DeviceModel<T>::wait_step_before_last(); \
   template void DeviceModel<T>::sgd_step(T); \
+  template void DeviceModel<T>::add_l2(T); \
   template void DeviceModel<T>::forward(const std::uint8_t*, const std::uint32_t*, int, bool); \
   template void DeviceModel<T>::forward_and_loss(const StepArgs&); \
   template void DeviceModel<T>::layer2_grads(const StepArgs&); \

@@ -48,6 +48,7 @@ concept TrainableModel = requires(M& m, const M& cm, T* host, const T* chost, T 
   m.backward_layer1_phase(b, flag, t);
   { m.grads() } -> std::same_as<T*>;
   m.sgd_step(t);
+  m.add_l2(t);  // g += reg * W (W1, W2): --exact's regulariser, once after the exact sum
   // Called on the host between the forward and the backward pass (--report times them apart).
   m.set_phase_hook(std::move(hook));
   // Staged gradient exchange through host memory (device models; host models do it at once):

@@ -94,6 +94,7 @@ struct Config {
   bool overlap = true;                // data parallel: reduce layer 2 while the dW1 GEMM runs
   std::size_t exchange_chunk = kExchangeChunkAuto;  // bytes a piece of layer 1's staged exchange (0: one)
   NodeShared node_shared = NodeShared::Auto;  // --device cpu, ranks on one node: shared weights (setup.cpp)
+  bool exact = false;                 // --exact on: weights independent of the rank count (src/train/exact.h)
   bool mpi_device = false;            // --mpi device: device pointers to a CUDA-aware MPI
   Graphs graph = Graphs::Auto;        // replay each step's kernels as CUDA Graphs (graphs_in_use)
   Fused fused = Fused::Auto;          // --device gpu: the fused step (fused_in_use)

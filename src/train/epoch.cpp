@@ -230,7 +230,12 @@ template <class T, class Model>
 void run_epoch(Run<T, Model>& R, int e) {
   const auto t_epoch = Clock::now();
   const double cpu_epoch = process_cpu_seconds();
-  R.setup.model->set_order(shard_order(R.setup.plan, R.fixed.model_parallel ? 0 : R.fixed.rank, e));
+  if (R.setup.exact) {  // this rank's chunks of the epoch, in the order exact_step reads them
+    R.setup.exact->start_epoch(R.fixed.rank, e);
+    R.setup.model->set_order(R.setup.exact->epoch().order);
+  } else {
+    R.setup.model->set_order(shard_order(R.setup.plan, R.fixed.model_parallel ? 0 : R.fixed.rank, e));
+  }
   if constexpr (FusedStepModel<Model>)
     if (stats_deferred(R)) {  // the device continues this epoch's sums (a resumed one's too)
       R.setup.model->set_stats(R.progress.epoch_loss, R.progress.epoch_hits);

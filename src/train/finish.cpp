@@ -256,7 +256,7 @@ void finish_run(Run<T, Model>& R, const nlohmann::ordered_json& report) {
     VerifyResult v;
     if (R.fixed.is_root)
       v = replay_and_compare<T>(cfg, R.setup.plan, R.data.train, R.setup.init, final_p, R.fixed.full_layout, R.progress.start_epoch,
-                                R.progress.start_batch);
+                                R.progress.start_batch, R.setup.exact ? &R.setup.exact->plan() : nullptr);
     res.verify = comm::broadcast_value(v);
     if (R.out)
       std::fprintf(R.out, "verify: relative error W1 %.3g  b1 %.3g  W2 %.3g  b2 %.3g (tolerance %g) %s\n", v.W1,

@@ -50,6 +50,17 @@ void validate(const Config& cfg) {
     bad("--node-shared on is for --device cpu (GPUs exchange gradients through MPI)");
   if (cfg.node_shared == NodeShared::On && cfg.strategy != Strategy::Allreduce)
     bad(std::string("--node-shared on works with --strategy allreduce, not ") + strategy_name(cfg.strategy));
+  // --exact on takes one kind of step at any rank count (train/exact.h): none that exists at one
+  // rank only, and no floating-point sum over the ranks inside the forward pass.
+  if (cfg.exact && cfg.strategy == Strategy::Model)
+    bad("--exact on works with --strategy allreduce or ps: model parallelism sums every image's scores over "
+        "the ranks' hidden units in floating point, so the forward pass itself depends on the rank count");
+  if (cfg.exact && cfg.persistent == Persistent::On)
+    bad("--persistent on and --exact on: the persistent step updates the weights inside its kernels at one "
+        "rank only; --exact takes the same per-chunk step at any rank count");
+  if (cfg.exact && cfg.node_shared == NodeShared::On)
+    bad("--node-shared on and --exact on: node-shared weights sum dW1 over the ranks' images in floating "
+        "point; --exact sums each chunk's gradient in fixed point (use --node-shared auto or off)");
   if (cfg.device != Device::Cpu && cfg.cpu_gemm != CpuGemm::Auto && cfg.cpu_gemm != CpuGemm::OpenBLAS)
     bad(std::string("--cpu-gemm ") + cpu_gemm_name(cfg.cpu_gemm) + " is for --device cpu");
   if (!cpu_gemm_available(cfg.cpu_gemm))

@@ -33,6 +33,7 @@ void check_fingerprint(const std::string& file, const RunFingerprint& was, const
   const auto num = [](auto v) { return std::to_string(v); };
   const auto strat = [](std::uint32_t v) {
     if (v == RunFingerprint::kAllreduceNodeShared) return std::string("allreduce with --node-shared weights");
+    if (v == RunFingerprint::kExact) return std::string("--exact on");
     return std::string(v <= 2 ? strategy_name(Strategy(v)) : "?");
   };
   const auto differ = [&](const std::string& what, const std::string& a, const std::string& b) {
@@ -47,7 +48,9 @@ void check_fingerprint(const std::string& file, const RunFingerprint& was, const
     differ("the number of validation images (--train-size, --val-fraction)", num(was.n_val), num(now.n_val));
   if (was.lr != now.lr) differ("--lr", shown_number(was.lr), shown_number(now.lr));
   if (was.reg != now.reg) differ("--reg", shown_number(was.reg), shown_number(now.reg));
-  if (was.ranks != now.ranks) differ("the number of MPI ranks", num(was.ranks), num(now.ranks));
+  const bool exact = was.strategy == RunFingerprint::kExact && now.strategy == RunFingerprint::kExact;
+  if (was.ranks != now.ranks && !exact)  // --exact's weights do not depend on the ranks
+    differ("the number of MPI ranks", num(was.ranks), num(now.ranks) + " (only --exact on runs resume at another count)");
   const auto gemm = [](std::uint32_t v) {
     if (v == RunFingerprint::kCpuBlas) return std::string("--device cpu --cpu-gemm openblas");
     if (v == RunFingerprint::kCpuOneDnn) return std::string("--device cpu --cpu-gemm onednn");
@@ -75,7 +78,8 @@ RunFingerprint fingerprint_of(const Config& cfg, const HostData& data, const Siz
   f.reg = cfg.reg;
   f.ranks = static_cast<std::uint32_t>(comm::size());
   // cfg.node_shared is resolved by setup (On only where the run uses it).
-  f.strategy = cfg.device == Device::Cpu && cfg.strategy == Strategy::Allreduce && cfg.node_shared == NodeShared::On &&
+  f.strategy = cfg.exact ? RunFingerprint::kExact
+               : cfg.device == Device::Cpu && cfg.strategy == Strategy::Allreduce && cfg.node_shared == NodeShared::On &&
                        comm::size() > 1
                    ? RunFingerprint::kAllreduceNodeShared
                    : static_cast<std::uint32_t>(cfg.strategy);
@@ -120,6 +124,19 @@ void resume_from_save(const Config& cfg, bool is_double, RootPlan& rp) {
   rp.init = pack(ck.W1, ck.b1, ck.W2, ck.b2);
   rp.state = std::move(*ck.state);
   rp.resumed = true;
+  // --exact at another rank count: the epoch's sums so far (statistics, not weights) go to rank 0.
+  const auto p = static_cast<std::size_t>(comm::size());
+  TrainState& st2 = rp.state;
+  if (st2.loss_sum.size() != p) {
+    double loss = 0;
+    std::uint64_t hits = 0;
+    for (std::size_t r = 0; r < st2.loss_sum.size(); ++r) loss += st2.loss_sum[r], hits += st2.hits[r];
+    st2.loss_sum.assign(p, 0.0);
+    st2.hits.assign(p, 0);
+    st2.loss_sum[0] = loss;
+    st2.hits[0] = hits;
+    st2.fingerprint.ranks = std::uint32_t(p);
+  }
 }
 
 }  // namespace nn::train

@@ -19,7 +19,7 @@ Fixed<T, Model> make_fixed(const Config& c, Setup<T, Model>& s) {
   f.batches_per_epoch = s.plan.num_batches();
   f.regions.layer1 = f.full_layout.W2();
   f.regions.layer2 = f.n_params - f.regions.layer1;
-  f.split_passes = !s.graphs;
+  f.split_passes = !s.graphs && !s.exact;  // --exact: a step's chunks are timed as one phase
   f.first_mark = f.split_passes || f.model_parallel ? Mark::Forward : Mark::ForwardBackward;
   choose(c, s, f);
   return f;

@@ -38,19 +38,19 @@ std::unique_ptr<Model> make_model(int D, int H, int C, int max_cols, const Confi
 
 // Rank 0 scatters the shards once: uint8 columns and labels, packed in shard order (model
 // parallelism: the one shard goes to everybody). Collective.
-template <class Images>
-Images scatter_shards(const ShardPlan& plan, const HostData& data, bool mp) {
+// shards(q): rank q's file-order indices (schedule/shards.h, or exact_plan.h under --exact).
+template <class Images, class Shards>
+Images scatter_shards(int p, std::size_t n_fit, Shards&& shards, const HostData& data, bool mp) {
   const int D = kInputDim;
   const bool root = comm::rank() == 0;
-  const std::size_t n_fit = plan.n;
   Images shard;
   std::vector<std::uint8_t> img_send, lab_send;
   std::vector<std::size_t> img_counts, lab_counts;
   if (root) {
     img_send.reserve(n_fit * D);
     lab_send.reserve(n_fit);
-    for (int q = 0; q < plan.p; ++q) {  // model parallelism: one shard
-      const std::vector<std::uint32_t> idx = shard_indices(plan, q);
+    for (int q = 0; q < p; ++q) {  // model parallelism: one shard
+      const std::vector<std::uint32_t> idx = shards(q);
       for (const std::uint32_t i : idx) {
         const auto* col = data.train.images.data() + std::size_t(i) * D;
         img_send.insert(img_send.end(), col, col + D);
@@ -75,13 +75,33 @@ Images scatter_shards(const ShardPlan& plan, const HostData& data, bool mp) {
   return shard;
 }
 
+// --exact on: the batches' chunks and the exact sum over the run's reduction (exact.h).
+template <class T>
+std::unique_ptr<ExactChunks<T>> make_exact(const Config& cfg, std::size_t n_fit, int p) {
+  const model::ParamLayout full{kInputDim, cfg.hidden, kNumClasses};
+  return std::make_unique<ExactChunks<T>>(
+      schedule::make_exact_plan(n_fit, cfg.batch, p, cfg.seed, cfg.shuffle), full,
+      cfg.strategy == Strategy::ParamServer ? comm::ps_reduction<std::uint64_t>() : comm::allreduce_reduction<std::uint64_t>());
+}
+
+// This rank's shard: its columns under --exact, else its parts of every batch (one shard for all
+// under model parallelism). Collective.
+template <class T, class Model>
+typename Model::Images scatter(const Setup<T, Model>& s, const HostData& data, bool mp) {
+  using Images = typename Model::Images;
+  if (s.exact)
+    return scatter_shards<Images>(comm::size(), s.plan.n,
+                                  [&](int q) { return schedule::shard_indices(s.exact->plan(), q); }, data, false);
+  return scatter_shards<Images>(s.plan.p, s.plan.n, [&](int q) { return shard_indices(s.plan, q); }, data, mp);
+}
+
 // --persistent resolved: on where asked (an error where it cannot); auto on where the plan's model
 // predicts the persistent step faster than the fused step on this GPU (persistent_plan.cu: at one
 // rank with the fused step; docs/performance.md has what it measured), else off. The model
 // predicts a GPU's time: auto is off in the emulator build and on GPGPU-Sim.
 template <class T, class Model>
 bool resolve_persistent(const Config& cfg, Setup<T, Model>& s, int p) {
-  if (cfg.persistent == Persistent::Off) return false;
+  if (cfg.persistent == Persistent::Off || cfg.exact) return false;
   if (cfg.persistent == Persistent::Auto) {
 #ifdef SIM_EMULATOR
     return false;
@@ -105,7 +125,11 @@ template <class T, class Model>
 RankDevice choose_device(const Config& cfg, Setup<T, Model>& s) {
   RankDevice me;
   if constexpr (kOnHost<Model>) {
-    const model::CpuThreads th = model::cpu_threads_for(comm::local_size(), cfg.cpu_gemm == CpuGemm::OneDNN);
+    model::CpuThreads th = model::cpu_threads_for(comm::local_size(), cfg.cpu_gemm == CpuGemm::OneDNN);
+    if (cfg.exact) {  // a GEMM's summation order may change with its threads (exact.h)
+      th.threads = 1;
+      th.source = "--exact on: one thread a chunk's GEMMs";
+    }
     model::set_gemm_threads(th.threads);
     s.threads = th.threads;
     s.device_name = model::cpu_name();
@@ -130,7 +154,7 @@ RankDevice choose_device(const Config& cfg, Setup<T, Model>& s) {
 // (docs/parallelism.md, "Node-shared weights").
 // Collective (comm::one_node) when the options allow it, the same on every rank.
 bool use_node_shared(const Config& cfg, int p) {
-  if (cfg.node_shared == NodeShared::Off || cfg.strategy != Strategy::Allreduce || p < 2) return false;
+  if (cfg.node_shared == NodeShared::Off || cfg.strategy != Strategy::Allreduce || p < 2 || cfg.exact) return false;
   if (comm::one_node()) return true;
   if (cfg.node_shared == NodeShared::On)
     throw UserError("--node-shared on needs every rank on one node (these ranks span several nodes; "
@@ -179,6 +203,15 @@ void print_step_line(std::FILE* out, const Config& cfg, bool graphs, bool persis
 // What the ranks exchange, for the header (nothing at one rank).
 template <class T, class Model>
 void print_communication_line(std::FILE* out, const Config& cfg, const Setup<T, Model>& s) {
+  if (s.exact) {
+    const schedule::ExactPlan& x = s.exact->plan();
+    std::fprintf(out, "exact: on: each batch in %zu chunks of %zu images (so at most %zu ranks compute), each "
+                 "chunk's gradient alone, the chunks summed exactly as 64-bit integers (%zu bytes a value, %s), "
+                 "the regulariser added after the sum: the weights do not depend on the rank count\n",
+                 x.num_columns(), x.c, x.num_columns(), s.exact->wire_bytes() / s.model->num_params(),
+                 comm::size() == 1 ? "no MPI at one rank" : cfg.strategy == Strategy::ParamServer ? "parameter server" : "MPI_Allreduce");
+    return;
+  }
   if (s.node_memory)
     std::fprintf(out, "communication: allreduce, node-shared: one copy of the weights in shared memory, "
                  "each rank steps its columns of W1 from every rank's dZ1 and X (no W1 gradient is sent); "
@@ -222,14 +255,16 @@ Setup<T, Model> setup(const Config& cfg, const HostData& data) {
   // Model parallelism trains every rank on the whole batch: one shard, the p = 1 schedule.
   const bool mp = cfg.strategy == Strategy::Model;
   s.plan = make_plan(sz.n_fit, cfg.batch, mp ? 1 : p, cfg.seed, cfg.shuffle);
+  if (cfg.exact) s.exact = make_exact<T>(cfg, sz.n_fit, p);
 
   s.rank_devices = gather_ranks(choose_device(cfg, s));
 
-  auto shard = scatter_shards<typename Model::Images>(s.plan, data, mp);
+  auto shard = scatter<T, Model>(s, data, mp);
 
-  // The first batch is a full one, so it holds this rank's largest part; rank 0 also
-  // evaluates the validation and test sets, in chunks of up to 1024 columns.
-  s.max_part = int(part(s.plan, mp ? 0 : r, 0).count);
+  // The first batch is a full one, so it holds this rank's largest part (--exact: every rank
+  // computes chunks, of at most the chunk size); rank 0 also evaluates the validation and test
+  // sets, in chunks of up to 1024 columns.
+  s.max_part = s.exact ? int(s.exact->plan().c) : int(part(s.plan, mp ? 0 : r, 0).count);
   if (mp) {
     s.slice = hidden_slice(cfg.hidden, p, r);
     const std::vector<double> mine = slice_params(s.root_plan.init, D, cfg.hidden, kNumClasses, s.slice);
@@ -253,7 +288,7 @@ Setup<T, Model> setup(const Config& cfg, const HostData& data) {
   // One rank, data parallel: nothing runs between the backward pass and the step, so the
   // host model lets its dW1 GEMM apply the step (CpuModel::fuse_w1_step).
   if constexpr (kOnHost<Model>)
-    if (!mp && p == 1) s.model->fuse_w1_step(true, static_cast<T>(cfg.lr));
+    if (!mp && p == 1 && !cfg.exact) s.model->fuse_w1_step(true, static_cast<T>(cfg.lr));
   if (root) {
     s.val = typename Model::Images(data.train.images.data() + sz.n_fit * D, data.train.labels.data() + sz.n_fit,
                          sz.n_val, D);

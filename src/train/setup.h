@@ -11,6 +11,7 @@
 #include "common/device_buffer.h"
 #include "schedule/shards.h"
 #include "train/devices.h"
+#include "train/exact.h"
 #include "train/model_parallel.h"
 #include "train/plan.h"
 #include "train/host_data.h"
@@ -37,7 +38,9 @@ struct Setup {
   bool graphs = false;                 // --graph resolved (graphs_in_use): the model replays CUDA Graphs
   bool persistent = false;             // --persistent resolved: runs of steps in one launch each
   int threads = 0;                     // --device cpu: this rank's BLAS threads
-  int max_part = 0;                    // this rank's largest batch part
+  int max_part = 0;                    // this rank's largest batch part (--exact: the chunk size)
+  // --exact on: the batches' chunks, this rank's shard in their order, the exact sum (exact.h).
+  std::unique_ptr<ExactChunks<T>> exact;
   // --device cpu, data parallel, every rank on one node: the memory the model's parameters and
   // every rank's X and dZ1 live in (CpuModel::use_node_shared); null otherwise.
   std::unique_ptr<comm::NodeShared> node_memory;

@@ -14,6 +14,8 @@
 // adds reg W1 to its columns of dW1 in the step (node_shared_step); W2's term stays in rank 0's
 // gradient.
 // Tested by tests/train (test_train, test_strategies, test_fused, test_cpu_train) at 1-4 ranks.
+#include <algorithm>
+#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <vector>
@@ -47,6 +49,52 @@ void data_parallel_step(Run<T, Model>& R, std::size_t k) {
   F.exchange->sum(ExchangeParts<T, Model>(R));
   Phase phase(R, Mark::Step);
   R.setup.model->sgd_step(F.lr);
+}
+
+// ---- --exact on --------------------------------------------------------------------------
+// The same step at any rank count (exact.h, docs/training.md): batch k's chunks, whichever this
+// rank owns, each forward and backward alone with no regulariser; each chunk's gradient kept on the
+// host; the chunks summed exactly over every rank (ExactChunks::sum: an MPI_MAX of the exponents,
+// then integer words through the run's reduction, rounded once); the sum back in the model, the
+// regulariser added once (add_l2) and the update. Nothing in it depends on the rank count but
+// which chunks a rank computes.
+template <class T, class Model>
+void exact_step(Run<T, Model>& R, std::size_t k) {
+  const Fixed<T, Model>& F = R.fixed;
+  Model& model = *R.setup.model;
+  ExactChunks<T>& X = *R.setup.exact;
+  const std::vector<ChunkAt>& mine = X.epoch().batches[k];
+  X.begin(k);
+  {
+    Phase phase(R, F.first_mark);  // ForwardBackward: no hook between a chunk's passes
+    for (const ChunkAt& c : mine) {
+      model.forward_backward(c.offset, c.count, inverse_count(R, k), /*add_reg=*/false, T(0));
+      T* g = X.next_slot();
+      if constexpr (kOnHost<Model>) std::copy(model.grads(), model.grads() + F.n_params, g);
+      else model.wait_download(model.queue_download(g, 0, F.n_params, Stage::AllGrads));
+      X.note();
+    }
+  }
+  // The sum is written where the last step's upload reads from: a device model that computed
+  // no chunk has not waited for that upload yet (an async copy may read its source late).
+  if constexpr (!kOnHost<Model>)
+    if (mine.empty()) model.synchronize();
+  {
+    Phase phase(R, Mark::Allreduce);
+    NN_RANGE("exact sum");
+    const std::vector<T>* total = nullptr;
+    try {
+      total = &X.sum();
+    } catch (const std::runtime_error&) {  // a NaN or Inf in some chunk, or a sum beyond T: on every rank
+      R.progress.epoch_loss = std::numeric_limits<double>::quiet_NaN();  // the loop stops the run here
+      return;
+    }
+    R.measured.timer.mark(Mark::H2D);
+    model.upload_grads(total->data());
+  }
+  Phase phase(R, Mark::Step);
+  model.add_l2(F.reg);
+  model.sgd_step(F.lr);
 }
 
 // ---- the other strategies ------------------------------------------------------------------
@@ -197,7 +245,7 @@ std::unique_ptr<exchange::Exchange<T>> choose_exchange(const Config& cfg, Setup<
   o.node = s.node_memory.get();
   o.b1 = f.full_layout.b1();
   Engine e = Engine::None;
-  if (f.ranks > 1 && !f.model_parallel) {
+  if (f.ranks > 1 && !f.model_parallel && !s.exact) {  // --exact sums in its own step
     if (kOnHost<Model>) e = s.node_memory ? Engine::NodeShared : Engine::HostMemory;
     else e = cfg.mpi_device ? Engine::DevicePointers : Engine::HostStaged;
   }
@@ -211,7 +259,9 @@ void choose(const Config& cfg, Setup<T, Model>& s, Fixed<T, Model>& f) {
   f.exchange = choose_exchange(cfg, s, f);
   f.reduce_range = cfg.strategy == Strategy::ParamServer ? comm::ps_reduction<T>().range : comm::allreduce_reduction<T>().range;
   const bool overlap = cfg.overlap && !cfg.profile;
-  if (f.model_parallel) {
+  if (s.exact) {
+    f.step = one_step<T, Model, exact_step<T, Model>>;
+  } else if (f.model_parallel) {
     if (cfg.mpi_device || kOnHost<Model>) f.step = one_step<T, Model, model_parallel_step<T, Model, true>>;
     else f.step = one_step<T, Model, model_parallel_step<T, Model, false>>;
   } else if constexpr (kOnHost<Model>) {

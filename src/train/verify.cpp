@@ -48,7 +48,8 @@ double rel_error(const T* a, const T* ref, std::size_t n) {
 template <class T>
 VerifyResult replay_and_compare(const Config& cfg, const ShardPlan& plan, const HostSplit& train,
                                 const std::vector<T>& init, const std::vector<T>& final_p,
-                                const model::ParamLayout& L, int e0, std::size_t k0) {
+                                const model::ParamLayout& L, int e0, std::size_t k0,
+                                const schedule::ExactPlan* exact) {
   NN_RANGE("verify");
   const arma::uword D = L.D, H = L.H, C = L.C;
   ref::Params<T> P;
@@ -61,7 +62,8 @@ VerifyResult replay_and_compare(const Config& cfg, const ShardPlan& plan, const 
   for (int v = 0; v < 256; ++v) lut[std::size_t(v)] = static_cast<T>(v) / T(255);
   arma::Mat<T> X;
   for (int e = e0; e < cfg.epochs; ++e) {
-    const std::vector<std::uint32_t> order = schedule::global_epoch_order(plan, e);
+    const std::vector<std::uint32_t> order =
+        exact ? schedule::global_epoch_order(*exact, e) : schedule::global_epoch_order(plan, e);
     for (std::size_t k = e == e0 ? k0 : 0; k < plan.num_batches(); ++k) {
       const std::size_t c = plan.batch_count(k);
       const std::span<const std::uint32_t> idx(order.data() + k * plan.B, c);
@@ -88,9 +90,11 @@ VerifyResult replay_and_compare(const Config& cfg, const ShardPlan& plan, const 
 
 template VerifyResult replay_and_compare<float>(const Config&, const ShardPlan&, const HostSplit&,
                                                 const std::vector<float>&, const std::vector<float>&,
-                                                const model::ParamLayout&, int, std::size_t);
+                                                const model::ParamLayout&, int, std::size_t,
+                                                const schedule::ExactPlan*);
 template VerifyResult replay_and_compare<double>(const Config&, const ShardPlan&, const HostSplit&,
                                                  const std::vector<double>&, const std::vector<double>&,
-                                                 const model::ParamLayout&, int, std::size_t);
+                                                 const model::ParamLayout&, int, std::size_t,
+                                                const schedule::ExactPlan*);
 
 }  // namespace nn::train

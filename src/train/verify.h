@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "model/param_layout.h"
+#include "schedule/exact_plan.h"
 #include "schedule/shards.h"
 #include "train/config.h"
 #include "train/host_data.h"
@@ -25,9 +26,12 @@ double verify_tolerance(bool is_double);
 // with the same 1/c_k scaling and reg, then the final parameters are compared.
 // A resumed run replays from where it started (epoch e0, batch k0) with the weights it
 // started from.
+// exact: --exact's plan, whose batches the run took (the whole batch replayed at once: the
+// reference knows no chunks), else the shards' batches of plan.
 template <class T>
 VerifyResult replay_and_compare(const Config& cfg, const ShardPlan& plan, const HostSplit& train,
                                 const std::vector<T>& init, const std::vector<T>& final_p,
-                                const model::ParamLayout& L, int e0, std::size_t k0);
+                                const model::ParamLayout& L, int e0, std::size_t k0,
+                                const schedule::ExactPlan* exact = nullptr);
 
 }  // namespace nn::train

@@ -141,7 +141,7 @@ TEST_F(CheckpointFile, RefusesCorruptStates) {
   put_le32(b, s + 48, 0);  // no ranks
   expect_refused(b, "corrupt training state: 0 ranks");
   b = good;
-  put_le32(b, s + 52, 4);  // strategy 4 (3 is allreduce with node-shared weights)
+  put_le32(b, s + 52, 5);  // strategy 5 (3: allreduce with node-shared weights, 4: --exact on)
   fix_crc(b);
   expect_refused(b, "corrupt training state: strategy or shuffle flag");
   b = good;
