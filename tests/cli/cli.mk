@@ -17,15 +17,19 @@
 #                           slurm/mpirun.sh adds (--map-by slot:PE=t), 1 rank x 2 threads
 #                           through it uses both cores (2 threads do the work, on 2 CPUs:
 #                           /proc/PID/task, not CPU/wall), plain mpirun warns
+#   tests/cli/exact.sh      --exact on: the weights byte-identical at 1 and 2 ranks (allreduce
+#                           and ps), --device cpu and the emulator, --verify passing; without
+#                           --exact they differ; exact_more.sh: the same at 3 and 4 ranks and a
+#                           run saved at 2 ranks resumed at 3
 # No check here fails because the host is busy: docs/testing.md#timing-sensitive-checks.
-# Uses the Makefile's CPU_TRAIN, MPI_ENV, MPIRUN, MPIRUN_FLAGS. About 2.5 minutes on a
+# Uses the Makefile's CPU_TRAIN, MPI_ENV, MPIRUN, MPIRUN_FLAGS. About 3 minutes on a
 # 2-core machine, all of them. Ends with `cli: N passed, M failed`; fails if M > 0.
 CLI_TEST_DIR := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
 CLI_DATA ?= data/current
 
 # CLI_SCRIPTS: which of them (default all; make test runs CLI_QUICK, make test-more the rest).
-CLI_ALL   := bad_input kill_rank hung_rank device_map resume_signal cores
-CLI_QUICK := bad_input device_map resume_signal
+CLI_ALL   := bad_input kill_rank hung_rank device_map resume_signal cores exact exact_more
+CLI_QUICK := bad_input device_map resume_signal exact
 CLI_SCRIPTS ?= $(CLI_ALL)
 
 .PHONY: test-cli
