@@ -174,6 +174,7 @@ nlohmann::ordered_json performance_report(Run<T, Model>& R) {
     in.gemm = cfg.gemm;
     in.profile = cfg.profile;
     in.node_shared = R.setup.node_memory != nullptr;
+    in.exact_bytes = R.setup.exact ? R.setup.exact->wire_bytes() : 0;
     in.D = kInputDim;
     in.C = kNumClasses;
     in.batches = R.measured.timer.batches();

@@ -212,12 +212,15 @@ nlohmann::ordered_json make_report(const ReportInputs& in) {
 
   const double F = batch_flops(in.batch, in.hidden, in.D, in.C);
   const double bytes = gradient_bytes(in.hidden, in.D, in.C, in.is_double ? 8 : 4);
-  const double mpi_bytes = in.node_shared ? gradient_bytes(in.hidden, 0, in.C, in.is_double ? 8 : 4) : bytes;
+  const double mpi_bytes = in.exact_bytes ? double(in.exact_bytes)
+                           : in.node_shared ? gradient_bytes(in.hidden, 0, in.C, in.is_double ? 8 : 4)
+                                            : bytes;
+  j["exact"] = in.exact_bytes > 0;
   j["per_batch"] = {{"flops", F}, {"pci_bytes", bytes}, {"mpi_bytes", mpi_bytes}, {"batches", bs.size()}};
 
   const auto p_flops = ratio(F, median(compute));
   const auto p_pci = ratio(bytes, median(pci));
-  const auto p_mpi = ratio(bytes, median(allreduce));
+  const auto p_mpi = ratio(mpi_bytes, median(allreduce));
   j["measured"] = {{"p_flops", or_null(p_flops)},
                    {"p_pci", or_null(p_pci)},
                    {"p_mpi", or_null(p_mpi)},
