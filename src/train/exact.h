@@ -39,8 +39,8 @@ ExactEpoch exact_epoch(const schedule::ExactPlan& plan, int rank, int epoch);
 std::vector<exchange::ExactSegment> exact_segments(const model::ParamLayout& L);
 
 // The exact sum of one batch's chunk gradients on this rank (exact_step drives it): each chunk's
-// gradient is kept (keep) and its exponents noted until every chunk of the batch is in, then the
-// format is agreed over the ranks and the kept gradients added and summed (sum).
+// gradient is kept (next_slot, note) until every chunk of the batch is in, then their exponents
+// are noted, the format agreed over the ranks and the kept gradients added and summed (sum).
 template <class T>
 class ExactChunks {
  public:
@@ -61,14 +61,19 @@ class ExactChunks {
     if (kept_ == store_.size()) store_.emplace_back(total_.size());
     return store_[kept_].data();
   }
-  void note() { sum_.note(store_[kept_++].data()); }
+  void note() { ++kept_; }
   // Every rank's chunks summed, rounded once into total(). Collective.
   const std::vector<T>& sum() {
+    std::vector<const T*> kept;
+    for (std::size_t i = 0; i < kept_; ++i) kept.push_back(store_[i].data());
+    sum_.note_all(kept);
     sum_.agree();
-    for (std::size_t i = 0; i < kept_; ++i) sum_.add(store_[i].data());
+    sum_.add_all(kept);
     sum_.finish(total_.data());
     return total_;
   }
+  // The host threads the sum's passes over the values use (the same bits at any count).
+  void set_threads(int t) { sum_.set_threads(t); }
   std::size_t wire_bytes() const { return sum_.wire_bytes(); }
 
  private:

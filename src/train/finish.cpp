@@ -118,7 +118,9 @@ void measure_blas_bound(Run<T, Model>& R) {
     const int reps = int(std::clamp(0.5 / std::max(once, 1e-6), 5.0, 300.0));
     comm::barrier();
     const auto t = R.setup.model->time_step_gemms(b, reps, !R.fixed.model_parallel);
-    const std::vector<double> all = comm::gather_to_root(std::vector<double>{t.seconds, t.flops});
+    // --exact: a step is this rank's chunks (b = the chunk size) one after another.
+    const double chunks = R.setup.exact ? double(R.setup.exact->plan().rank_columns(R.fixed.rank).count) : 1.0;
+    const std::vector<double> all = comm::gather_to_root(std::vector<double>{t.seconds * chunks, t.flops * chunks});
     double slowest = 0, flops = 0;
     for (std::size_t i = 0; i + 1 < all.size(); i += 2) {
       slowest = std::max(slowest, all[i]);

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -127,6 +128,7 @@ RankDevice choose_device(const Config& cfg, Setup<T, Model>& s) {
   if constexpr (kOnHost<Model>) {
     model::CpuThreads th = model::cpu_threads_for(comm::local_size(), cfg.cpu_gemm == CpuGemm::OneDNN);
     if (cfg.exact) {  // a GEMM's summation order may change with its threads (exact.h)
+      s.exact->set_threads(th.threads);  // the exact sum's passes over the values: per value
       th.threads = 1;
       th.source = "--exact on: one thread a chunk's GEMMs";
     }
@@ -135,6 +137,8 @@ RankDevice choose_device(const Config& cfg, Setup<T, Model>& s) {
     s.device_name = model::cpu_name();
     me = cpu_rank(s.device_name, th);
   } else {
+    if (cfg.exact)  // the exact sum's passes over the values on this rank's share of the node's cores
+      s.exact->set_threads(int(std::max(1u, std::thread::hardware_concurrency() / unsigned(comm::local_size()))));
     all_ranks_ok(select_device(me));
     s.device_name = me.device_name;
     all_ranks_ok(simulator_limits(s.device_name, cfg));
@@ -336,6 +340,9 @@ void print_header(std::FILE* out, const Config& cfg, const HostData& data, const
   if (cfg.strategy == Strategy::Model)
     std::fprintf(out, "MPI ranks: %d (hidden units split %d..%d per rank; every rank sees the whole batch)\n",
                  comm::size(), hidden_slice(cfg.hidden, comm::size(), comm::size() - 1).H, s.slice.H);
+  else if (s.exact)
+    std::fprintf(out, "MPI ranks: %d (each computes its chunk slots of every batch: %zu of the %zu on rank 0)\n",
+                 comm::size(), s.exact->plan().rank_columns(0).count, s.exact->plan().num_columns());
   else
     std::fprintf(out, "MPI ranks: %d (batch slices of at most %d images on rank 0)\n", comm::size(), s.max_part);
   print_communication_line(out, cfg, s);
