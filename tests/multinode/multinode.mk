@@ -6,7 +6,8 @@
 # counters, the per-node device mapping (SIM_DEVICES=4 --report), a node's ranks (and a whole
 # node) SIGKILLed mid-run then --resume'd to a cmp-identical result, a rank on node-b
 # SIGSTOPped, and a two-node Slurm cluster (slurm/train.sbatch, slurm/test.sbatch with -N 2
-# --ntasks-per-node=2). About 3-4 minutes on a 2-core machine. docs/multinode.md.
+# --ntasks-per-node=2; --exact on's weights there identical to -N 1 x 4 ranks). About 3-4
+# minutes on a 2-core machine. docs/multinode.md.
 # Included by the Makefile (uses CPU_TRAIN, CPU_TESTS, MPI_ENV, BUILD; setup-multinode when
 # .ci/setup.sh has that component).
 #   make test-multinode MULTINODE_GTEST_FILTER='Comm*:*Strateg*' MULTINODE_SLURM=0

@@ -28,7 +28,8 @@
 #              exit code 6 (tests/cli/hung_rank.sh is run through launch.sh too when present)
 #   slurm      (MULTINODE_SLURM=1) tests/multinode/slurm.sh: slurmctld + one slurmd per node,
 #              slurm/train.sbatch (srun and mpirun) and slurm/test.sbatch with -N 2
-#              --ntasks-per-node=2
+#              --ntasks-per-node=2; --exact on: the weights of -N 2 x 2 ranks identical to
+#              -N 1 x 4 ranks, --device cpu and gpu
 # Prints "PASS ..."/"FAIL ..."/"SKIP ..." per check and "multinode: N passed, M failed";
 # exits non-zero when M > 0. Every launch has a timeout; the nodes are removed on exit.
 #

@@ -14,6 +14,13 @@
 # and checks that each job ends COMPLETED with ranks 0,1 on node-a and 2,3 on node-b, each
 # rank on a GPU of its own (two bus ids per node, no shared-GPU warning; train-shared: the
 # warning), and that sbatch refuses 3 ranks x --gpus-per-task=1 on one 2-GPU node.
+# And --exact on (MN_EXACT_ARGS: shuffled, --batch 70: chunks 32, 32, 6 and a partial last
+# batch, so the 4 ranks own them unevenly and one owns none), each --device (cpu, gpu: the
+# emulator) twice, --gpus-per-task=0, --save F:
+#   exact-DEV-2x2  -N 2 --ntasks-per-node=2 --ntasks=4 (ranks 0,1 on node-a, 2,3 on node-b)
+#   exact-DEV-1x4  -N 1 --ntasks=4 --overcommit (the 4 ranks on one node)
+# the two F's weights (W1|b1|W2|b2, the bytes after the 32-byte header) cmp-identical; the
+# training state after them holds per-rank sums and may differ.
 #
 #   tests/multinode/slurm.sh            (root; called by run.sh when MULTINODE_SLURM=1)
 #
@@ -25,7 +32,7 @@
 # MN_OUT (build/multinode: job outputs in $MN_OUT/slurm), SLURM_TEST_FILTER (gtest filter of
 # the test job; default Comm*:Strategies*, '*' = all), SLURM_TIMEOUT (300 s for all jobs; each
 # job also has --time=5 minutes),
-# MN_TRAIN_ARGS (a small training).
+# MN_TRAIN_ARGS (a small training), MN_EXACT_ARGS (the --exact on training; needs --hidden).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 here=tests/multinode
@@ -41,6 +48,8 @@ TIMEOUT=${SLURM_TIMEOUT:-300}
 TRAIN_ARGS=${MN_TRAIN_ARGS:---epochs 1 --train-size 2000 --test-size 500 --hidden 32}
 # The jobs that only show where their ranks run: the header, then a few steps.
 SHORT_ARGS="--epochs 1 --train-size 400 --test-size 100 --hidden 16"
+# --exact on: the same weights at any layout of the ranks.
+EXACT_ARGS=${MN_EXACT_ARGS:---hidden 32 --batch 70 --train-size 1000 --test-size 200 --epochs 2 --exact on}
 # Not the whole suite by default: with node-local /tmp (below) the tests that pass a file
 # through /tmp from rank 0 to the others fail on node-b (Faults.NonFiniteLoss...: "cannot
 # read checkpoint: No such file or directory"), the ranks fall out of step and the job hangs
@@ -290,6 +299,16 @@ submit train-shared NN_BUILD=cpu NN_BIN="$NN_TRAIN" NN_DATA="$NN_DATA" -- "${lay
   slurm/train.sbatch $SHORT_ARGS
 submit test NN_BUILD=cpu NN_TESTS="$NN_TESTS" NP_LIST=4 TEST_ARGS="${TEST_FILTER:+--gtest_filter=$TEST_FILTER}" -- \
   "${layout[@]}" --gpus-per-task=1 slurm/test.sbatch
+# 4 ranks on one node of 2 CPUs: --overcommit (the job then holds one CPU).
+for dev in cpu gpu; do
+  rm -f "$OUT/exact-$dev-2x2.ckpt" "$OUT/exact-$dev-1x4.ckpt"
+  # shellcheck disable=SC2086
+  submit "exact-$dev-2x2" NN_BUILD=cpu NN_BIN="$NN_TRAIN" NN_DATA="$NN_DATA" -- "${layout[@]}" --gpus-per-task=0 \
+    slurm/train.sbatch --device "$dev" $EXACT_ARGS --save "$OUT/exact-$dev-2x2.ckpt"
+  # shellcheck disable=SC2086
+  submit "exact-$dev-1x4" NN_BUILD=cpu NN_BIN="$NN_TRAIN" NN_DATA="$NN_DATA" -- -N 1 --ntasks=4 --overcommit --gpus-per-task=0 \
+    slurm/train.sbatch --device "$dev" $EXACT_ARGS --save "$OUT/exact-$dev-1x4.ckpt"
+done
 
 deadline=$((start_time + TIMEOUT))
 declare -A state_of=() exit_of=()
@@ -345,16 +364,19 @@ check_output() { # NAME EXTENDED_REGEX WHAT [COUNT]
     fail "$name: $what: /$re/ found ${n:-0} times in $f, expected $want"
   fi
 }
+check_two_nodes() { # NAME: ranks 0,1 on node-a and 2,3 on node-b
+  # One line per rank ("  rank 2 on node-b, ...") or per node ("ranks on node-b: 2->cpu 3->cpu ...").
+  if grep -qE '^ *ranks on node-' "$(out_of "$1")"; then
+    check_output "$1" '^ *ranks on node-a: 0->[^ ]+ 1->[^ ]+ |^ *ranks on node-b: 2->[^ ]+ 3->[^ ]+ ' "ranks 0,1 on node-a and 2,3 on node-b" 2
+  else
+    check_output "$1" '^  rank [01] on node-a,|^  rank [23] on node-b,' "ranks 0,1 on node-a and 2,3 on node-b" 4
+  fi
+}
 for name in train train-gres train-mpirun train-shared; do
   if check_state "$name"; then
     check_output "$name" '^test precision: [0-9.]+' "trainer's test precision"
     check_output "$name" '^MPI ranks: 4 ' "4 ranks"
-    # One line per rank ("  rank 2 on node-b, ...") or per node ("ranks on node-b: 2->cpu 3->cpu ...").
-    if grep -qE '^ *ranks on node-' "$(out_of "$name")"; then
-      check_output "$name" '^ *ranks on node-a: 0->[^ ]+ 1->[^ ]+ |^ *ranks on node-b: 2->[^ ]+ 3->[^ ]+ ' "ranks 0,1 on node-a and 2,3 on node-b" 2
-    else
-      check_output "$name" '^  rank [01] on node-a,|^  rank [23] on node-b,' "ranks 0,1 on node-a and 2,3 on node-b" 4
-    fi
+    check_two_nodes "$name"
     if [ "$name" = train-shared ]; then gpus_check_placement "$name" shared; else gpus_check_placement "$name" own; fi
   fi
 done
@@ -363,4 +385,30 @@ if check_state test; then
   check_output test '^\+ srun .*--gres=none .*nn_tests' "the emulator's srun step asks for no GPU"
   gpus_check_step_unbound test train
 fi
+# --exact on: the weight bytes of 2 nodes x 2 ranks against 1 node x 4 ranks.
+# shellcheck disable=SC2086
+set -- $EXACT_ARGS
+exact_hidden=
+while [ $# -gt 1 ]; do [ "$1" = --hidden ] && exact_hidden=$2; shift; done
+exact_bytes=$((4 * (785 * ${exact_hidden:-0} + 10 * ${exact_hidden:-0} + 10)))
+for dev in cpu gpu; do
+  mn=exact-$dev-2x2 one=exact-$dev-1x4
+  check_state "$mn" || continue
+  check_state "$one" || continue
+  check_two_nodes "$mn"
+  check_output "$one" '^ *ranks on node-[ab]: 0->[^ ]+ 1->[^ ]+ 2->[^ ]+ 3->[^ ]+ ' "ranks 0-3 on one node"
+  a=$OUT/$mn.ckpt b=$OUT/$one.ckpt
+  if [ -z "$exact_hidden" ]; then
+    fail "exact --device $dev: no --hidden in MN_EXACT_ARGS ($EXACT_ARGS): the weights' size is unknown"
+  elif ! grep -q '^exact: on' "$(out_of "$mn")" || ! grep -q '^exact: on' "$(out_of "$one")"; then
+    fail "exact --device $dev: no 'exact: on' line in $(out_of "$mn") or $(out_of "$one") (MN_EXACT_ARGS: $EXACT_ARGS)"
+  elif [ "$(stat -c %s "$a" 2>/dev/null || echo 0)" -lt $((32 + exact_bytes)) ] ||
+    [ "$(stat -c %s "$b" 2>/dev/null || echo 0)" -lt $((32 + exact_bytes)) ]; then
+    fail "exact --device $dev: $a or $b missing or shorter than 32 + $exact_bytes bytes"
+  elif cmp -s -i 32 -n "$exact_bytes" "$a" "$b"; then
+    pass "exact --device $dev: $EXACT_ARGS: the weights ($exact_bytes bytes after the header) of 2 nodes x 2 ranks cmp-identical to 1 node x 4 ranks (whole files $(cmp -s "$a" "$b" && echo identical || echo 'differ in the training state'))"
+  else
+    fail "exact --device $dev: the weights of 2 nodes x 2 ranks and 1 node x 4 ranks differ: $(cmp -l -i 32 -n "$exact_bytes" "$a" "$b" 2>/dev/null | awk -v n="$exact_bytes" 'NR == 1 { f = $1 } END { print NR " of " n " weight bytes, the first at byte " f " after the header" }'): cmp $a $b"
+  fi
+done
 finish
