@@ -348,6 +348,8 @@ expect 2 "cli: unknown option --bogus" "--bogus" "${base[@]}" --bogus 3
 expect 2 "cli: --device tpu" "--device" "${base[@]}" --device tpu
 expect 1 "cli: --device cpu --mpi device" "--mpi device is for --device gpu" "${base[@]}" --device cpu --mpi device
 expect 1 "cli: --device cpu --graph" "--graph" "${base[@]}" --device cpu --graph
+expect 2 "cli: --exact maybe" "--exact" "${base[@]}" --exact maybe
+expect 1 "cli: --exact on --strategy model" "--exact on works with --strategy allreduce or ps" "${base[@]}" --exact on --strategy model
 expect 2 "cli: unexpected argument" "stray" "${base[@]}" stray
 expect 2 "cli: missing value (--hidden last)" "hidden" "${base[@]}" --hidden
 expect 2 "cli: missing value (--lr '')" "--lr" "${base[@]}" --lr ''
