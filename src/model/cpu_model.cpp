@@ -89,19 +89,21 @@ void CpuModel<T>::set_train_data(CpuImages&& shard) {
 
 template <class T>
 void CpuModel<T>::set_order(const std::vector<std::uint32_t>& order) {
-  if (order.size() != shard_.n) throw std::invalid_argument("set_order: order size != shard size");
+  const std::size_t n = train_images().n;
+  if (order.size() != n) throw std::invalid_argument("set_order: order size != shard size");
   for (const std::uint32_t i : order)
-    if (i >= shard_.n) throw std::out_of_range("set_order: index outside the shard");
+    if (i >= n) throw std::out_of_range("set_order: index outside the shard");
   order_ = order;
 }
 
 template <class T>
 void CpuModel<T>::stage_batch(std::size_t offset, int b) {
-  if (b < 0 || b > max_cols_ || offset + std::size_t(b) > shard_.n || (b > 0 && order_.size() != shard_.n))
+  const CpuImages& shard = train_images();
+  if (b < 0 || b > max_cols_ || offset + std::size_t(b) > shard.n || (b > 0 && order_.size() != shard.n))
     throw std::out_of_range("forward_backward: slice outside the shard or the activations");
   batch_idx_ = order_.data() + offset;
   for (int j = 0; j < b; ++j) {
-    const std::uint8_t y = shard_.labels[batch_idx_[j]];
+    const std::uint8_t y = shard.labels[batch_idx_[j]];
     if (y >= lay_.C) throw std::out_of_range("forward_backward: label " + std::to_string(y) + " >= C");
     ylab_[std::size_t(j)] = y;
   }
@@ -301,7 +303,7 @@ void CpuModel<T>::backward_layer2_phase(std::size_t offset, int b, T inv_B, bool
   // and every gradient but dW1 (layer2_fused), which backward_layer1_phase computes.
   {
     NN_RANGE("forward");
-    gather(shard_.images.data(), batch_idx_, b);
+    gather(train_images().images.data(), batch_idx_, b);
     if (lay_.H > 0) {
       hidden_gemm(b, dA1p_);  // A1 where dZ1 will be: layer2_fused works in place
       NN_RANGE("layer 2, fused");
@@ -327,7 +329,7 @@ void CpuModel<T>::partial_scores_phase(std::size_t offset, int b, bool add_b2) {
   stage_batch(offset, b);
   if (add_b2 && lay_.H == 0) throw std::invalid_argument("partial_scores_phase: b2 needs hidden units");
   NN_RANGE("forward (model parallel)");
-  gather(shard_.images.data(), batch_idx_, b);
+  gather(train_images().images.data(), batch_idx_, b);
   const int C = lay_.C;
   if (lay_.H == 0) {
     std::fill(Z2_.begin(), Z2_.begin() + std::size_t(C) * b, T(0));

@@ -134,6 +134,16 @@ class CpuModel {
   void node_shared_dw1(const std::vector<int>& cols);
   void node_shared_step(T lr, T reg);
 
+  // --exact with several threads a rank: a model that computes chunks beside `lead` on a thread
+  // of its own, reading lead's parameters and training images (no copy) into its own gradient and
+  // statistics; it takes set_order and forward_backward, never a step. add_stats adds a
+  // follower's statistics to the lead's.
+  void follow(const CpuModel& lead);
+  void add_stats(double loss_sum, std::uint64_t correct) {
+    loss_ += loss_sum;
+    correct_ += correct;
+  }
+
   void reset_stats();
   void read_stats(double& loss_sum, std::uint64_t& correct) const;
   double weight_sq_norm() const;
@@ -181,6 +191,8 @@ class CpuModel {
   const std::uint32_t* batch_idx_ = nullptr;  // this step's indices (into order_)
   std::vector<std::uint8_t> ylab_;            // labels of the slice
   CpuImages shard_;
+  const CpuModel* lead_ = nullptr;  // follow(): whose parameters and images this model reads
+  const CpuImages& train_images() const { return lead_ ? lead_->shard_ : shard_; }
   double loss_ = 0;
   std::uint64_t correct_ = 0;
   GraphStats gstats_;

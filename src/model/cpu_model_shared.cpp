@@ -1,7 +1,9 @@
 // CpuModel (cpu_model.h) with node-shared weights (--device cpu, every rank on one node;
 // src/train/setup.cpp, step.cpp): where the parameters and every rank's X and dZ1 live,
 // which part of the weights this rank steps, its columns of the whole batch's dW1 and the
-// step itself. Tested by tests/train/test_cpu_train.cpp and tests/train/test_resume.cpp.
+// step itself; and a model that shares another's weights and images to compute beside it
+// (follow: --exact's chunks on a rank's other threads). Tested by tests/train/test_cpu_train.cpp,
+// tests/train/test_resume.cpp and tests/train/test_exact.cpp.
 #include <algorithm>
 #include <stdexcept>
 #include <utility>
@@ -87,7 +89,16 @@ void CpuModel<T>::node_shared_step(T lr, T reg) {
   shared_.sync();
 }
 
+template <class T>
+void CpuModel<T>::follow(const CpuModel& lead) {
+  if (lead.lay_.D != lay_.D || lead.lay_.H != lay_.H || lead.lay_.C != lay_.C || node_shared() || lead.node_shared())
+    throw std::invalid_argument("follow: another network, or node-shared weights");
+  lead_ = &lead;
+  P_ = lead.P_;  // read only: a follower takes no step
+}
+
 #define NN_CPU_MODEL_SHARED(T)                                                             \
+  template void CpuModel<T>::follow(const CpuModel&);                                      \
   template void CpuModel<T>::use_node_shared(SharedParts);                                 \
   template std::pair<std::size_t, std::size_t> CpuModel<T>::owned_w1() const;              \
   template std::pair<std::size_t, std::size_t> CpuModel<T>::owned_small() const;           \

@@ -233,6 +233,7 @@ void run_epoch(Run<T, Model>& R, int e) {
   if (R.setup.exact) {  // this rank's chunks of the epoch, in the order exact_step reads them
     R.setup.exact->start_epoch(R.fixed.rank, e);
     R.setup.model->set_order(R.setup.exact->epoch().order);
+    for (auto& f : R.setup.followers) f->set_order(R.setup.exact->epoch().order);
   } else {
     R.setup.model->set_order(shard_order(R.setup.plan, R.fixed.model_parallel ? 0 : R.fixed.rank, e));
   }

@@ -39,7 +39,7 @@ ExactEpoch exact_epoch(const schedule::ExactPlan& plan, int rank, int epoch);
 std::vector<exchange::ExactSegment> exact_segments(const model::ParamLayout& L);
 
 // The exact sum of one batch's chunk gradients on this rank (exact_step drives it): each chunk's
-// gradient is kept (next_slot, note) until every chunk of the batch is in, then their exponents
+// gradient is kept (slots) until every chunk of the batch is in, then their exponents
 // are noted, the format agreed over the ranks and the kept gradients added and summed (sum).
 template <class T>
 class ExactChunks {
@@ -56,12 +56,15 @@ class ExactChunks {
     sum_.clear(plan_.chunk_slots(k));
     kept_ = 0;
   }
-  // Room for the next chunk's gradient (total() values); note() it once written.
-  T* next_slot() {
-    if (kept_ == store_.size()) store_.emplace_back(total_.size());
-    return store_[kept_].data();
+  // Room for this batch's m chunk gradients on this rank (total() values each), to be written
+  // before sum().
+  std::vector<T*> slots(std::size_t m) {
+    while (store_.size() < m) store_.emplace_back(total_.size());
+    kept_ = m;
+    std::vector<T*> out;
+    for (std::size_t i = 0; i < m; ++i) out.push_back(store_[i].data());
+    return out;
   }
-  void note() { ++kept_; }
   // Every rank's chunks summed, rounded once into total(). Collective.
   const std::vector<T>& sum() {
     std::vector<const T*> kept;

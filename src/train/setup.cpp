@@ -129,6 +129,7 @@ RankDevice choose_device(const Config& cfg, Setup<T, Model>& s) {
     model::CpuThreads th = model::cpu_threads_for(comm::local_size(), cfg.cpu_gemm == CpuGemm::OneDNN);
     if (cfg.exact) {  // a GEMM's summation order may change with its threads (exact.h)
       s.exact->set_threads(th.threads);  // the exact sum's passes over the values: per value
+      s.followers.resize(std::size_t(th.threads - 1));  // made with the model (setup)
       th.threads = 1;
       th.source = "--exact on: one thread a chunk's GEMMs";
     }
@@ -209,10 +210,12 @@ template <class T, class Model>
 void print_communication_line(std::FILE* out, const Config& cfg, const Setup<T, Model>& s) {
   if (s.exact) {
     const schedule::ExactPlan& x = s.exact->plan();
+    const std::string at_once = kOnHost<Model> ? ", " + std::to_string(s.followers.size() + 1) +
+                                                     " at once on rank 0's threads, one GEMM thread each" : "";
     std::fprintf(out, "exact: on: each batch in %zu chunks of %zu images (so at most %zu ranks compute), each "
-                 "chunk's gradient alone, the chunks summed exactly as 64-bit integers (%zu bytes a value, %s), "
+                 "chunk's gradient alone%s, the chunks summed exactly as 64-bit integers (%zu bytes a value, %s), "
                  "the regulariser added after the sum: the weights do not depend on the rank count\n",
-                 x.num_columns(), x.c, x.num_columns(), s.exact->wire_bytes() / s.model->num_params(),
+                 x.num_columns(), x.c, x.num_columns(), at_once.c_str(), s.exact->wire_bytes() / s.model->num_params(),
                  comm::size() == 1 ? "no MPI at one rank" : cfg.strategy == Strategy::ParamServer ? "parameter server" : "MPI_Allreduce");
     return;
   }
@@ -282,6 +285,11 @@ Setup<T, Model> setup(const Config& cfg, const HostData& data) {
     s.model->set_params(s.init);
   }
   s.model->set_train_data(std::move(shard));
+  if constexpr (kOnHost<Model>)
+    for (auto& f : s.followers) {  // --exact's chunks on the rank's other threads
+      f = make_model<Model>(D, cfg.hidden, kNumClasses, s.max_part, cfg);
+      f->follow(*s.model);
+    }
   // Model parallelism staged through host memory: the C x b partial scores' copy.
   if (mp && !cfg.mpi_device && !kOnHost<Model>) s.h_scores = PinnedBuffer<T>(std::size_t(kNumClasses) * s.max_part);
   s.graphs = graphs_in_use(cfg, s.device_name.rfind("GPGPU-Sim", 0) == 0);

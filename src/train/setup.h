@@ -41,6 +41,9 @@ struct Setup {
   int max_part = 0;                    // this rank's largest batch part (--exact: the chunk size)
   // --exact on: the batches' chunks, this rank's shard in their order, the exact sum (exact.h).
   std::unique_ptr<ExactChunks<T>> exact;
+  // --exact on --device cpu with t threads a rank: t - 1 models that compute chunks beside the
+  // model on threads of their own (CpuModel::follow), each chunk's GEMMs on one thread.
+  std::vector<std::unique_ptr<Model>> followers;
   // --device cpu, data parallel, every rank on one node: the memory the model's parameters and
   // every rank's X and dZ1 live in (CpuModel::use_node_shared); null otherwise.
   std::unique_ptr<comm::NodeShared> node_memory;

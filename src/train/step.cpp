@@ -15,9 +15,11 @@
 // gradient.
 // Tested by tests/train (test_train, test_strategies, test_fused, test_cpu_train) at 1-4 ranks.
 #include <algorithm>
+#include <exception>
 #include <limits>
 #include <memory>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "comm/comm.h"
@@ -58,6 +60,49 @@ void data_parallel_step(Run<T, Model>& R, std::size_t k) {
 // then integer words through the run's reduction, rounded once); the sum back in the model, the
 // regulariser added once (add_l2) and the update. Nothing in it depends on the rank count but
 // which chunks a rank computes.
+// This rank's chunks of batch k, their gradients into g: one after another on the model, or on
+// --device cpu with followers, dealt round-robin to the model and its followers, each on a
+// thread of its own (the chunks' gradients do not depend on which model computed them).
+template <class T, class Model>
+void exact_chunks(Run<T, Model>& R, std::size_t k, const std::vector<ChunkAt>& mine, const std::vector<T*>& g) {
+  Model& model = *R.setup.model;
+  const T inv_B = inverse_count(R, k);
+  const std::size_t n = R.fixed.n_params;
+  if constexpr (kOnHost<Model>) {
+    const std::size_t W = std::min(mine.size(), R.setup.followers.size() + 1);
+    std::vector<std::exception_ptr> failed(W);
+    const auto work = [&](std::size_t w) {
+      try {
+        Model& m = w == 0 ? model : *R.setup.followers[w - 1];
+        if (w > 0) m.reset_stats();
+        for (std::size_t i = w; i < mine.size(); i += W) {
+          m.forward_backward(mine[i].offset, mine[i].count, inv_B, /*add_reg=*/false, T(0));
+          std::copy(m.grads(), m.grads() + n, g[i]);
+        }
+      } catch (...) {
+        failed[w] = std::current_exception();
+      }
+    };
+    std::vector<std::thread> team;
+    for (std::size_t w = 1; w < W; ++w) team.emplace_back(work, w);
+    work(0);
+    for (std::thread& t : team) t.join();
+    for (const std::exception_ptr& e : failed)
+      if (e) std::rethrow_exception(e);
+    for (std::size_t w = 1; w < W; ++w) {  // the followers' statistics join the model's
+      double loss = 0;
+      std::uint64_t hits = 0;
+      R.setup.followers[w - 1]->read_stats(loss, hits);
+      model.add_stats(loss, hits);
+    }
+  } else {
+    for (std::size_t i = 0; i < mine.size(); ++i) {
+      model.forward_backward(mine[i].offset, mine[i].count, inv_B, /*add_reg=*/false, T(0));
+      model.wait_download(model.queue_download(g[i], 0, n, Stage::AllGrads));
+    }
+  }
+}
+
 template <class T, class Model>
 void exact_step(Run<T, Model>& R, std::size_t k) {
   const Fixed<T, Model>& F = R.fixed;
@@ -67,13 +112,7 @@ void exact_step(Run<T, Model>& R, std::size_t k) {
   X.begin(k);
   {
     Phase phase(R, F.first_mark);  // ForwardBackward: no hook between a chunk's passes
-    for (const ChunkAt& c : mine) {
-      model.forward_backward(c.offset, c.count, inverse_count(R, k), /*add_reg=*/false, T(0));
-      T* g = X.next_slot();
-      if constexpr (kOnHost<Model>) std::copy(model.grads(), model.grads() + F.n_params, g);
-      else model.wait_download(model.queue_download(g, 0, F.n_params, Stage::AllGrads));
-      X.note();
-    }
+    exact_chunks(R, k, mine, X.slots(mine.size()));
   }
   // The sum is written where the last step's upload reads from: a device model that computed
   // no chunk has not waited for that upload yet (an async copy may read its source late).

@@ -6,6 +6,7 @@
 # ranks, and at 4 ranks one rank owns no chunk. Each device of DEVICES:
 #   - a 1-rank run is the reference; every count of NP_LIST (other than 1) must match it, with
 #     --strategy allreduce and, at the largest count, --strategy ps;
+#   - --device cpu at 1 rank with one thread must match the reference's (the host's threads);
 #   - without --exact, 1 and 2 ranks must differ (so the comparison can tell);
 #   - RESUME=1: one epoch at 2 ranks, resumed at 3 for the second, must match the reference.
 #
@@ -70,6 +71,13 @@ for dev in "${devices[@]}"; do
       check "--device $dev, $np ranks, --strategy ps" "$work/$dev-$np-ps" "$work/$dev-$np-ps.log" $?
     fi
   done
+  if [ "$dev" = cpu ] && [ "${np_list[0]}" = 1 ]; then  # one thread a rank against the host's cores
+    OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 run 1 "$work/cpu-1t.log" --device cpu --epochs 2 --exact on --verify \
+      --save "$work/cpu-1t"
+    rc=$?
+    threads=$(sed -n 's/^exact: .*, \([0-9]*\) at once on rank 0.s threads.*/\1/p' "$ref.log" | head -n 1)
+    check "--device cpu, 1 rank, 1 thread (the reference: ${threads:-?})" "$work/cpu-1t" "$work/cpu-1t.log" $rc
+  fi
   if [ "${np_list[0]}" = 1 ]; then  # without --exact, the bits follow the rank count
     run 1 "$work/$dev-off1.log" --device "$dev" --epochs 2 --save "$work/$dev-off1" &&
       run 2 "$work/$dev-off2.log" --device "$dev" --epochs 2 --save "$work/$dev-off2"
