@@ -96,6 +96,17 @@ typename Model::Images scatter(const Setup<T, Model>& s, const HostData& data, b
   return scatter_shards<Images>(s.plan.p, s.plan.n, [&](int q) { return shard_indices(s.plan, q); }, data, mp);
 }
 
+// --exact on --device cpu: the models that compute the rank's chunks beside its model, on its
+// other threads (Setup::followers, sized by choose_device).
+template <class T, class Model>
+void make_followers(const Config& cfg, Setup<T, Model>& s) {
+  if constexpr (kOnHost<Model>)
+    for (auto& f : s.followers) {
+      f = make_model<Model>(kInputDim, cfg.hidden, kNumClasses, s.max_part, cfg);
+      f->follow(*s.model);
+    }
+}
+
 // --persistent resolved: on where asked (an error where it cannot); auto on where the plan's model
 // predicts the persistent step faster than the fused step on this GPU (persistent_plan.cu: at one
 // rank with the fused step; docs/performance.md has what it measured), else off. The model
@@ -285,11 +296,7 @@ Setup<T, Model> setup(const Config& cfg, const HostData& data) {
     s.model->set_params(s.init);
   }
   s.model->set_train_data(std::move(shard));
-  if constexpr (kOnHost<Model>)
-    for (auto& f : s.followers) {  // --exact's chunks on the rank's other threads
-      f = make_model<Model>(D, cfg.hidden, kNumClasses, s.max_part, cfg);
-      f->follow(*s.model);
-    }
+  make_followers(cfg, s);
   // Model parallelism staged through host memory: the C x b partial scores' copy.
   if (mp && !cfg.mpi_device && !kOnHost<Model>) s.h_scores = PinnedBuffer<T>(std::size_t(kNumClasses) * s.max_part);
   s.graphs = graphs_in_use(cfg, s.device_name.rfind("GPGPU-Sim", 0) == 0);
