@@ -276,9 +276,7 @@ Setup<T, Model> setup(const Config& cfg, const HostData& data) {
   if (cfg.exact) s.exact = make_exact<T>(cfg, sz.n_fit, p);
 
   s.rank_devices = gather_ranks(choose_device(cfg, s));
-
   auto shard = scatter<T, Model>(s, data, mp);
-
   // The first batch is a full one, so it holds this rank's largest part (--exact: every rank
   // computes chunks, of at most the chunk size); rank 0 also evaluates the validation and test
   // sets, in chunks of up to 1024 columns.
