@@ -45,6 +45,9 @@
 // bits; two words would keep 52. The price: 16 bytes a float value on the wire (a float sum's
 // 4) and 24 a double (8).
 //
+// accumulate and round_back, the bulk host paths over a segment, are in fixed_point_host.h
+// (included at the end): the words and results of add_value and from_words, faster.
+//
 // Tested by tests/exchange/test_fixed_point.cpp.
 #pragma once
 #include <cstddef>
@@ -216,18 +219,6 @@ NN_FIXED_HD constexpr bool add_value(T v, const Format<T>& f, typename Ieee<T>::
   return fits;
 }
 
-// Adds v[0, n) to acc[0, n * words) (value i in acc[i * words, (i + 1) * words)). Returns the
-// values that did not fit (NaN, Inf or |v| >= 2^(f.max_exp + 1)) and were not added: the caller
-// stops when it is not 0, as the sum is then not the gradient's.
-template <class T>
-std::size_t accumulate(const T* v, std::size_t n, const Format<T>& f, std::uint64_t* acc) {
-  const auto limit = f.limit();
-  std::size_t misfits = 0;
-  for (std::size_t i = 0; i < n; ++i)
-    misfits += !add_value(v[i], f, limit, acc + i * Format<T>::words);
-  return misfits;
-}
-
 // Adds the words of one partial sum to another: the sum MPI_SUM on MPI_UINT64_T makes of them.
 inline void combine(const std::uint64_t* from, std::size_t words, std::uint64_t* acc) {
   for (std::size_t i = 0; i < words; ++i) acc[i] += from[i];
@@ -333,14 +324,7 @@ NN_FIXED_HD constexpr Check from_words(const std::uint64_t* w, const Format<T>& 
   return Check::Ok;
 }
 
-// out[i] = the sum in acc[i * words, (i + 1) * words), rounded once (from_words). Returns the
-// values beyond T's range (written as +-Inf): the caller stops when it is not 0.
-template <class T>
-std::size_t round_back(const std::uint64_t* acc, std::size_t n, const Format<T>& f, T* out) {
-  std::size_t overflows = 0;
-  for (std::size_t i = 0; i < n; ++i)
-    overflows += from_words(acc + i * Format<T>::words, f, out[i]) != Check::Ok;
-  return overflows;
-}
-
 }  // namespace nn::exchange::fixed
+
+// accumulate and round_back, over a segment.
+#include "exchange/fixed_point_host.h"
