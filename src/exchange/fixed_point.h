@@ -167,17 +167,46 @@ Format<T> make_format(int max_exp, std::uint64_t chunks) {
   return f;
 }
 
+// The max over v[0, n) of each magnitude's top 32 bits (all of a float's; a double's sign off,
+// exponent field and 20 mantissa bits), in 32 lanes (value i in lane i % 32 up to the last whole
+// 32): a loop GCC vectorizes at -O2 for either type.
+template <class T>
+NN_FIXED_HD constexpr std::uint32_t max_top_bits(const T* v, std::size_t n) {
+  using Bits = typename Ieee<T>::Bits;
+  constexpr std::size_t K = 32;
+  constexpr int shift = kWidth<T> - 32;
+  const std::size_t whole = n - n % K;
+  std::uint32_t lanes[K] = {};
+  for (std::size_t i = 0; i < whole; i += K)
+    for (std::size_t k = 0; k < K; ++k) {
+      const auto a = std::uint32_t((__builtin_bit_cast(Bits, v[i + k]) & ~kSign<T>) >> shift);
+      lanes[k] = a > lanes[k] ? a : lanes[k];
+    }
+  std::uint32_t top = 0;
+  for (std::size_t i = whole; i < n; ++i) {
+    const auto a = std::uint32_t((__builtin_bit_cast(Bits, v[i]) & ~kSign<T>) >> shift);
+    top = a > top ? a : top;
+  }
+  for (std::size_t k = 0; k < K; ++k) top = lanes[k] > top ? lanes[k] : top;
+  return top;
+}
+
 // The largest binary exponent (floor(log2 |v|)) of the finite nonzero values of v[0, n);
 // kAllZero if every value is zero (or n is 0), kNonFinite if any is NaN or infinite. One max over
 // the magnitudes' bits, which order as the magnitudes do (NaN and Inf above every finite value).
+// A double's top 32 bits hold the highest set bit of the largest magnitude, unless every value is
+// zero or below 2^-1042 (a subnormal whose bits are all in the low half); then a max over all the
+// bits.
 template <class T>
 NN_FIXED_HD constexpr int max_exponent(const T* v, std::size_t n) {
   using Bits = typename Ieee<T>::Bits;
-  Bits top = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    const Bits a = __builtin_bit_cast(Bits, v[i]) & ~kSign<T>;
-    top = a > top ? a : top;
-  }
+  constexpr int shift = kWidth<T> - 32;
+  Bits top = Bits(max_top_bits(v, n)) << shift;
+  if (shift && top == 0)
+    for (std::size_t i = 0; i < n; ++i) {
+      const Bits a = __builtin_bit_cast(Bits, v[i]) & ~kSign<T>;
+      top = a > top ? a : top;
+    }
   if (top >= kInfBits<T>) return kNonFinite;
   if (top == 0) return kAllZero;
   return exponent_of_bits<T>(top);
