@@ -119,6 +119,7 @@ std::size_t accumulate_values(const T* v, std::size_t n, const Format<T>& f, std
   const double scale = pow2(top);
   for (; W == 2 && i + K <= n; i += K) {
     if (all_within<K>(v + i, upper, Bits(limit - upper))) {
+#pragma GCC unroll 4
       for (std::size_t j = i; j < i + K; ++j) acc[j * W + 1] += std::uint64_t(std::int64_t(double(v[j]) * scale));
     } else {
       misfits += accumulate_exact(v + i, K, f, lo, scale, acc + i * W);
