@@ -5,9 +5,11 @@
 //   g++ -std=c++20 -O2 -Isrc bench/fixed_point/accumulate_bench.cpp -o /tmp/accumulate_bench
 // Usage: accumulate_bench [N...]   (default 200000 800000; float and double each)
 //
-// Values: random mantissas and signs over 30 binades below 2^-3, as a gradient's; the format for
-// 64 chunks. Each measurement is the best of 7 runs of enough repeats to last about 0.1 s.
+// Values: random mantissas and signs over 30 binades below 2^-3, as a gradient's, then over 60;
+// the format for 64 chunks. round_back reads the sums of 64 chunks (chunk c: the values from c
+// on). Each measurement is the best of 7 runs of enough repeats to last about 0.1 s.
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -37,30 +39,43 @@ double best_ns_per_value(std::size_t n, F&& run) {
   return best;
 }
 
+// Values of T: random mantissas and signs, exponents uniform over `binades` binades below 2^-3.
 template <class T>
-void bench(std::size_t n, const char* name) {
+std::vector<T> gradient(std::size_t n, int binades) {
   std::mt19937_64 rng(1);
   std::vector<T> v(n);
   for (auto& x : v) {
-    const int e = std::uniform_int_distribution<int>(-33, -4)(rng);
+    const int e = std::uniform_int_distribution<int>(-3 - binades, -4)(rng);
     x = std::ldexp(T(std::uniform_real_distribution<double>(1, 2)(rng)), e) * ((rng() & 1) ? 1 : -1);
   }
-  const auto f = fx::make_format<T>(fx::max_exponent(v.data(), n), 64);
+  return v;
+}
+
+template <class T>
+void bench(std::size_t n, const char* name, int binades) {
+  constexpr std::size_t kChunks = 64;
+  // Chunk c is v[c, c + n): every sum adds 64 different values.
+  const std::vector<T> v = gradient<T>(n + kChunks, binades);
+  const auto f = fx::make_format<T>(fx::max_exponent(v.data(), n + kChunks), kChunks);
   std::vector<std::uint64_t> acc(n * fx::Format<T>::words, 0);
-  std::vector<T> out(n);
   std::size_t misfits = 0, overflows = 0;
+  for (std::size_t c = 0; c < kChunks; ++c) misfits += fx::accumulate(v.data() + c, n, f, acc.data());
+  const std::vector<std::uint64_t> sums = acc;  // the words round_back reads
+  std::vector<T> out(n);
   volatile int sink = 0;
   const double ns_max = best_ns_per_value(n, [&] { sink = sink + fx::max_exponent(v.data(), n); });
   const double ns_acc = best_ns_per_value(n, [&] { misfits += fx::accumulate(v.data(), n, f, acc.data()); });
-  const double ns_back = best_ns_per_value(n, [&] { overflows += fx::round_back(acc.data(), n, f, out.data()); });
-  std::printf("%-6s n=%-8zu words=%d  max_exponent %.2f ns  accumulate %.2f ns  round_back %.2f ns a value%s\n",
-              name, n, fx::Format<T>::words, ns_max, ns_acc, ns_back, misfits || overflows ? "  (misfits!)" : "");
+  const double ns_back = best_ns_per_value(n, [&] { overflows += fx::round_back(sums.data(), n, f, out.data()); });
+  std::printf("%-6s n=%-8zu words=%d binades=%d  max_exponent %.2f ns  accumulate %.2f ns  round_back %.2f ns a value%s\n",
+              name, n, fx::Format<T>::words, binades, ns_max, ns_acc, ns_back, misfits || overflows ? "  (misfits!)" : "");
 }
 
 int main(int argc, char** argv) {
   std::vector<std::size_t> sizes;
   for (int i = 1; i < argc; ++i) sizes.push_back(std::strtoull(argv[i], nullptr, 10));
   if (sizes.empty()) sizes = {200000, 800000};
-  for (std::size_t n : sizes) bench<float>(n, "float");
-  for (std::size_t n : sizes) bench<double>(n, "double");
+  for (int binades : {30, 60}) {
+    for (std::size_t n : sizes) bench<float>(n, "float", binades);
+    for (std::size_t n : sizes) bench<double>(n, "double", binades);
+  }
 }
