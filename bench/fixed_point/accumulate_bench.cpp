@@ -8,6 +8,16 @@
 // Values: random mantissas and signs over 30 binades below 2^-3, as a gradient's, then over 60;
 // the format for 64 chunks. round_back reads the sums of 64 chunks (chunk c: the values from c
 // on). Each measurement is the best of 7 runs of enough repeats to last about 0.1 s.
+//
+// Measured on a 2-core AMD EPYC (family 26, under KVM), ns a value, n = 200000 and 800000 alike:
+//               max_exponent     accumulate       round_back
+//               float  double    float  double    float  double
+//   30 binades  0.13   0.18      0.42   1.25      1.5    5.8-6.2
+//   60 binades  0.13   0.18      1.0    1.3       1.5    5.8-6.2
+// float's accumulate takes one conversion a value where a block of 64 values all sit within
+// B - 25 binades of the max_exp (here 32), three otherwise (fixed_point_host.h). The per-value
+// loops these replaced: max_exponent 0.47 (both types); accumulate 3.1 and 6.7 (float), 3.8 and
+// 4.0 (double); round_back 20 and 18 (float), 22 and 21 (double).
 #include <chrono>
 #include <cmath>
 #include <cstdio>
