@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# What --exact on costs: the step time (the median batch of --report) and the bytes a rank sends
-# a step, --exact on against off, side by side in one invocation (off then on at each point), at
+# What --exact on costs: the step time (the median batch of --report) and the bytes the ranks sum
+# a step (the all-reduced buffer: floats, or the fixed-point words), --exact on against off, side by side in one invocation (off then on at each point), at
 # each rank count, shape and device.
 #
 #   bench/exact/cost.sh [OUT_DIR]     (default bench/results/exact)
@@ -28,7 +28,7 @@ mkdir -p "$out"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 csv=$out/cost.csv
-echo "device,hidden,batch,ranks,exact,batch_median_ms,mpi_bytes_per_step,steps" >"$csv"
+echo "device,hidden,batch,ranks,exact,batch_median_ms,summed_bytes_per_step,steps" >"$csv"
 for dev in "${devices[@]}"; do
   for shape in "${shapes[@]}"; do
     H=${shape%%:*} B=${shape##*:}
@@ -47,7 +47,7 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 dev, H, B, np_, exact = sys.argv[2:]
 ph = r["phases"]["batch"]
-sent = r["per_batch"]["mpi_bytes"] if int(np_) > 1 else 0
+sent = r["per_batch"]["mpi_bytes"] / 2 if int(np_) > 1 else 0  # the summed buffer (--report counts there and back)
 print(f"{dev},{H},{B},{np_},{exact},{ph['median_s'] * 1e3:.3f},{sent:.0f},{ph['count']}")
 PY
         tail -n 1 "$csv"
@@ -61,10 +61,10 @@ rows = list(csv.DictReader(open(sys.argv[1])))
 key = lambda r: (r["device"], r["hidden"], r["batch"], r["ranks"])
 by = {}
 for r in rows: by.setdefault(key(r), {})[r["exact"]] = r
-print("| device | shape | ranks | step off (ms) | step on (ms) | on / off | bytes sent a step, off | on |")
+print("| device | shape | ranks | step off (ms) | step on (ms) | on / off | bytes summed a step, off | on |")
 print("|---|---|---|---|---|---|---|---|")
 for k, v in by.items():
     off, on = float(v["off"]["batch_median_ms"]), float(v["on"]["batch_median_ms"])
     print(f"| {'`--device cpu`' if k[0] == 'cpu' else k[0]} | {k[1]}:{k[2]} | {k[3]} | {off:.2f} | {on:.2f} | {on / off:.2f}x | "
-          f"{int(float(v['off']['mpi_bytes_per_step'])):,} | {int(float(v['on']['mpi_bytes_per_step'])):,} |")
+          f"{int(float(v['off']['summed_bytes_per_step'])):,} | {int(float(v['on']['summed_bytes_per_step'])):,} |")
 PY

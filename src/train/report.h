@@ -92,7 +92,7 @@ struct ReportInputs {
   int gemm = 0;
   bool profile = false;
   bool node_shared = false;  // --device cpu, shared weights: MPI carries [b1 | W2 | b2] only
-  std::size_t exact_bytes = 0;  // --exact on: the fixed-point words a step sends (0: off)
+  std::size_t exact_bytes = 0;  // --exact on: 2 x the fixed-point words a step sums (0: off)
   double gemm_flops_per_s = 0;
   int D = 784, C = 10;
   std::vector<BatchTiming> batches;  // every batch of the run, in order

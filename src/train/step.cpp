@@ -74,7 +74,10 @@ void exact_chunks(Run<T, Model>& R, std::size_t k, const std::vector<ChunkAt>& m
     const auto work = [&](std::size_t w) {
       try {
         Model& m = w == 0 ? model : *R.setup.followers[w - 1];
-        if (w > 0) m.reset_stats();
+        if (w > 0) {
+          model::set_gemm_threads(1);  // a new thread starts with the process's OpenMP default
+          m.reset_stats();
+        }
         for (std::size_t i = w; i < mine.size(); i += W) {
           m.forward_backward(mine[i].offset, mine[i].count, inv_B, /*add_reg=*/false, T(0));
           std::copy(m.grads(), m.grads() + n, g[i]);
