@@ -9,7 +9,8 @@
 #   binary for a GPU), DEVICES (cpu gpu), NP_LIST (1 2 3 4), SHAPES (256:100 1024:1000),
 #   DATA (data/current), MPIRUN (slurm/mpirun.sh), MPIRUN_FLAGS (--oversubscribe).
 # Steps: --device cpu trains 2 epochs of 20 batches (the first epoch's batches count too: the
-# median is over all of them); the emulator 1 epoch of 3 batches at 1024:1000 and of 10 at 256:100.
+# median is over all of them); the emulator 1 epoch of 3 batches at 1024:1000 and of 10 at 256:100
+# (no validation hold-out: every batch full).
 # Writes OUT_DIR/cost.csv (one row a run) and prints the table of docs/performance.md
 # ("Exact training"): on / off for each point.
 set -euo pipefail
@@ -35,12 +36,12 @@ for dev in "${devices[@]}"; do
     if [ "$dev" = cpu ]; then batches=20 epochs=2
     elif [ "$B" -ge 1000 ]; then batches=3 epochs=1
     else batches=10 epochs=1; fi
-    n=$((batches * B * 10 / 9 + 1))  # --val-fraction 0.1 leaves batches x B to train on
+    n=$((batches * B))  # with --val-fraction 0: that many full batches an epoch
     for np in "${np_list[@]}"; do
       for exact in off on; do
         rep=$work/r.json
         "$mpirun_cmd" "${mpirun_flags[@]}" -np "$np" "$train" --data "$data" --device "$dev" --hidden "$H" \
-          --batch "$B" --train-size "$n" --test-size 100 --epochs "$epochs" --exact "$exact" --report "$rep" \
+          --batch "$B" --train-size "$n" --val-fraction 0 --test-size 100 --epochs "$epochs" --exact "$exact" --report "$rep" \
           >"$work/log" 2>&1 || { tail -5 "$work/log"; exit 1; }
         python3 - "$rep" "$dev" "$H" "$B" "$np" "$exact" >>"$csv" <<'PY'
 import json, sys
