@@ -35,12 +35,8 @@ std::size_t accumulate_each(const T* v, std::size_t n, const Format<T>& f, std::
   return misfits;
 }
 
-template <class T>
-std::size_t round_back_each(const std::uint64_t* acc, std::size_t n, const Format<T>& f, T* out) {
-  std::size_t overflows = 0;
-  for (std::size_t i = 0; i < n; ++i) overflows += from_words(acc + i * Format<T>::words, f, out[i]) != Check::Ok;
-  return overflows;
-}
+// round_back value by value: the header's own loop over from_words (host::round_back_each).
+using host::round_back_each;
 
 template <class T>
 int max_exponent_each(const T* v, std::size_t n) {
