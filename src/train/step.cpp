@@ -12,8 +12,10 @@
 // exceptions, the same formula in another order: at p = 1 the dW1 GEMM applies the step
 // (CpuModel::fuse_w1_step, W1's decay a pass before it), and with node-shared weights each rank
 // adds reg W1 to its columns of dW1 in the step (node_shared_step); W2's term stays in rank 0's
-// gradient.
-// Tested by tests/train (test_train, test_strategies, test_fused, test_cpu_train) at 1-4 ranks.
+// gradient. --exact on (exact_step) is the exception: no rank adds it to a chunk; every rank adds
+// it once to the exactly summed gradient (add_l2).
+// Tested by tests/train (test_train, test_strategies, test_fused, test_cpu_train, test_exact) at
+// 1-4 ranks.
 #include <algorithm>
 #include <exception>
 #include <limits>
