@@ -357,7 +357,8 @@ for hb in 256:100 1024:1000; do
 done
 # 0s. The scaling model's GPU parts (bench/scaling_model.py, docs/scaling.md; `bench/scaling_fit.py
 #     fit --gpu-session LOGS` refits from these files): one rank's step at the per-rank batch
-#     b = ceil(B/P) of P = 1..64 at the four shapes (scalcal_gpu_H_B_bb.json), the separate-kernel
+#     b = ceil(B/P) of P = 1..64 at the four shapes (scalcal_gpu_H_B_bb.json; the fused step a rank
+#     among P runs: --persistent off, PDL off as in the trainer's default), the separate-kernel
 #     step of a model-parallel rank at (ceil(H/P), B) (scalcal_unfused_*), pinned copies, the host's
 #     reduction and the host all-reduce at 2-8 ranks from 8 bytes to 3.26 MB (scalcal_parts.csv),
 #     and ranks sharing the GPU at the shapes not yet run that way (scalcal_share_*). About 50 s.
@@ -373,8 +374,9 @@ for hb in 256:100 512:800 1024:1000 1024:3000; do
   for p in 1 2 4 8 16 32 64; do
     s=$(((b + p - 1) / p)) n=$((((b + p - 1) / p) * 2000 / 9 + 1))  # about 200 steps an epoch
     [ "$n" -gt 54000 ] && n=0
-    step "scalcal_gpu_${h}_${b}_b$s" 20 "${ONE[@]}" "$BIN/nn_train" --data data/current --hidden "$h" --batch "$s" \
-      --lr 0.1 --reg 1e-4 --epochs 3 --train-size "$n" --test-size 1000 --report "$LOGS/scalcal_gpu_${h}_${b}_b$s.json"
+    step "scalcal_gpu_${h}_${b}_b$s" 20 "${ONE[@]}" NN_PDL=0 "$BIN/nn_train" --data data/current --hidden "$h" --batch "$s" \
+      --lr 0.1 --reg 1e-4 --epochs 3 --train-size "$n" --test-size 1000 --persistent off \
+      --report "$LOGS/scalcal_gpu_${h}_${b}_b$s.json"
   done
 done
 for hb in 1024:1000 1024:3000; do
