@@ -65,19 +65,25 @@ FABRICS = {
     "ib_ndr": {"alpha_us": 2.0, "bw_GBps": 47.0, "label": "InfiniBand NDR (400 Gb/s), host MPI",
                "source": "bw: 46-48 GB/s a NIC at NDR 400 Gb/s (NVIDIA, NVIDIA/nccl-tests#290); "
                          "alpha: assumed 2 us, as for HDR"},
-    # NCCL on one node: calibrated to unsourced 8 x H100 PyTorch DDP all-reduce times (1 MB in
-    # ~32 us, 4 MB in ~59 us): alpha 23 us, bus bandwidth 204 GB/s at these sizes. NVIDIA
-    # gives ~370 GB/s effective NVLink bus bandwidth (ring) at large sizes (NVIDIA/nccl-tests#212)
-    # and ~6 us for a small NVLS all-reduce under CUDA graphs (NVIDIA/nccl#1259): the optimistic end.
-    "nccl_nvlink": {"alpha_us": 23.0, "busbw_GBps": 204.0, "label": "NCCL over NVLink (one node)",
-                    "source": "fit to unsourced PyTorch DDP/NCCL figures on 8 H100 (1 MB 32 us, 4 MB 59 us); "
-                              "bounds: NVIDIA/nccl-tests#212 (370 GB/s ring busbw), NVIDIA/nccl#1259 (6 us)"},
-    # NCCL across nodes on NDR: calibrated to unsourced figures, 2-4 MB in 93-153 us (2 nodes);
-    # consistent with 46-48 GB/s a NIC (NVIDIA/nccl-tests#290) and a ~46 us small all-reduce over
-    # 2 nodes x 8 GPUs on NDR (NVIDIA/nccl#1244).
-    "nccl_ndr": {"alpha_us": 33.0, "busbw_GBps": 65.0, "label": "NCCL over NVLink + NDR (several nodes)",
-                 "source": "fit to unsourced figures (2 MB 93 us, 4 MB 153 us across 2 nodes on NDR); "
-                           "cf. NVIDIA/nccl-tests#290, NVIDIA/nccl#1244"},
+    # NCCL, one node (8 GPUs on NVSwitch, HGX/DGX H100): NCCL's own cost model, its published
+    # constants: a protocol's base latency plus one NVLink hop latency a ring step (src/graph/tuning.cc,
+    # as quoted in NVIDIA/nccl#1334: Ring LL 6.6 + 0.6 us a step, LL128 14.0 + 1.9, Simple 8.4 + 3.4),
+    # at the ring's effective NVLink bus bandwidth, 370 GB/s on H100 (NVIDIA in NVIDIA/nccl-tests#212),
+    # times the protocol's payload fraction (LL: 4 data bytes in 8; LL128: 120 in 128; Simple: all).
+    "nccl_nvlink": {"protocols": {"LL": (6.6, 0.6, 0.5), "LL128": (14.0, 1.9, 120 / 128), "Simple": (8.4, 3.4, 1.0)},
+                    "busbw_GBps": 370.0, "label": "NCCL over NVLink (one node)",
+                    "source": "latencies: NCCL's tuning model (src/graph/tuning.cc, quoted in NVIDIA/nccl#1334); "
+                              "bus bandwidth: 370 GB/s ring on 8 x H100 (NVIDIA/nccl-tests#212); payload "
+                              "fractions of LL/LL128 from their formats (an assumption of this model)"},
+    # NCCL across nodes on InfiniBand NDR: a small all-reduce over 2 nodes x 8 GPUs (16 ConnectX-7 NDR
+    # NICs) takes 46-48 us (NCCL 2.21.5, NVLSTree; NVIDIA/nccl#1244, H20 nodes), the bus bandwidth of
+    # a ring across nodes is what one NIC carries, 46-48 GB/s at NDR 400 Gb/s (NVIDIA in
+    # NVIDIA/nccl-tests#290); beyond 2 nodes each doubling adds two network tree hops of 5.0 us
+    # (tuning.cc's NET Tree LL latency, NVIDIA/nccl#1334): that growth is an assumption.
+    "nccl_ndr": {"alpha_us": 47.0, "hop_us": 5.0, "busbw_GBps": 47.0, "label": "NCCL over NVLink + NDR (several nodes)",
+                 "source": "alpha: 46-48 us small all-reduce, 2 x 8 GPUs on NDR (NVIDIA/nccl#1244); busbw: 46-48 GB/s "
+                           "a NIC at NDR (NVIDIA/nccl-tests#290); 5 us a tree hop beyond 2 nodes (tuning.cc, "
+                           "NVIDIA/nccl#1334), its growth with the node count assumed"},
 }
 
 
@@ -162,10 +168,19 @@ def host_allreduce(par, m, p, per_node, fabric, algo="default"):
 
 
 def nccl_allreduce(m, p, per_node):
+    """ncclAllReduce of m bytes over p GPUs: one node, the fastest of NCCL's ring protocols
+    (latency a step and payload fraction each); across nodes, the network's start-up and one
+    NIC's bus bandwidth."""
     if p <= 1:
         return 0.0
-    f = FABRICS["nccl_nvlink" if p <= per_node else "nccl_ndr"]
-    return f["alpha_us"] + 2 * (p - 1) / p * m * 1e-3 / f["busbw_GBps"]
+    share = 2 * (p - 1) / p * m * 1e-3
+    if p <= per_node:
+        f = FABRICS["nccl_nvlink"]
+        return min(base + 2 * (p - 1) * hop + share / (f["busbw_GBps"] * frac)
+                   for base, hop, frac in f["protocols"].values())
+    f = FABRICS["nccl_ndr"]
+    nodes = -(-p // per_node)
+    return f["alpha_us"] + 2 * f["hop_us"] * (log2c(nodes) - 1) + share / f["busbw_GBps"]
 
 
 def ps_exchange(par, m, p, per_node, fabric):
@@ -249,12 +264,43 @@ def dw1_gemm_time(par, h, b):
 # ---- the step ----------------------------------------------------------------------------------
 CONFIGS = {
     # name: (strategy, exchange, label)
-    "host": ("allreduce", "host", "MPI_Allreduce on pinned host memory (--mpi host, the default)"),
-    "device": ("allreduce", "device", "CUDA-aware Open MPI (--mpi device): stages through the host itself"),
+    "host": ("allreduce", "host", "--comm host (the default): device -> pinned host -> MPI_Allreduce -> device, "
+                                  "layer 1 in --exchange-chunk pieces (512 KiB)"),
+    "device": ("allreduce", "device", "--comm device: CUDA-aware MPI on device pointers (Open MPI stages "
+                                      "through host buffers itself; no pieces, no layer-2 overlap)"),
+    "nccl": ("allreduce", "nccl", "--comm nccl: ncclAllReduce on the device, layer 2's sum on a second stream "
+                                  "under the dW1 GEMM, no host copy"),
     "ps": ("ps", "host", "parameter server (--strategy ps)"),
     "model": ("model", "host", "model parallelism (--strategy model)"),
-    "nccl": ("allreduce", "nccl", "NCCL all-reduce on device buffers (not in nn_train: what it would change)"),
 }
+PIECE_BYTES = 512 * 1024  # --exchange-chunk auto (src/app/options.cpp)
+MAX_PIECES = 32           # kMaxPieces (src/exchange/pieces.h)
+
+
+def layer1_values(h):
+    """[W1 | b1]: the part of the gradient the host-staged exchange cuts into pieces."""
+    return h * D + h
+
+
+def pieces(h, chunk=PIECE_BYTES):
+    """How many pieces src/exchange/pieces.h cuts layer 1 into for --exchange-chunk `chunk` (0: one)."""
+    l1 = layer1_values(h)
+    if chunk == 0:
+        return 1
+    per = max(max(1, chunk // 4), -(-l1 // MAX_PIECES))
+    return -(-l1 // per)
+
+
+def staged_layer1(par, h, p, n, per_node=8, fabric="ib_ndr", slow=1.0):
+    """Layer 1's host-staged exchange in n pieces after the dW1 GEMM (src/exchange/host_staged.h):
+    piece i is all-reduced while piece i+1 is copied down and piece i-1 copied up, so n pieces take
+    one piece's three stages plus n-1 times its slowest (each host stage one more wake-up where n > 1).
+    slow: the copies' slowdown (ranks sharing one GPU). Returns (copies, allreduce) us, summing to it."""
+    m = 4 * layer1_values(h) / n
+    d2h, h2d = slow * copy_cost(par, m, "d2h"), slow * copy_cost(par, m, "h2d")
+    ar = host_allreduce(par, m, p, per_node, fabric) + (par["gpu_fixed"].get("chunk_overhead_us", 5.0) if n > 1 else 0.0)
+    total = d2h + ar + h2d + (n - 1) * max(d2h, ar, h2d)
+    return d2h + h2d, total - d2h - h2d
 
 
 def one_gpu_step(par, h, b):
@@ -262,9 +308,10 @@ def one_gpu_step(par, h, b):
     return compute_time(par, h, b) + par["gpu_fixed"]["host_us_lone"]
 
 
-def step_time(par, h, batch, p, config="host", mode="strong", per_node=8, fabric="ib_ndr", algo="default"):
+def step_time(par, h, batch, p, config="host", mode="strong", per_node=8, fabric="ib_ndr", algo="default",
+              chunk=PIECE_BYTES):
     """One step at p ranks, one GPU each: {part: us} and 'total'. mode strong: the global batch is
-    `batch`; weak: every rank takes `batch`."""
+    `batch`; weak: every rank takes `batch`. chunk: --exchange-chunk (host only; 0: one piece)."""
     strategy, exchange, _ = CONFIGS[config]
     g = par["gpu_fixed"]
     b = slice_of(batch, p) if mode == "strong" else batch
@@ -281,20 +328,27 @@ def step_time(par, h, batch, p, config="host", mode="strong", per_node=8, fabric
         parts["copies"] = copy_cost(par, s, "d2h") + copy_cost(par, s, "h2d")
         parts["allreduce"] = host_allreduce(par, s, p, per_node, fabric, algo)
         parts["update"] = update_time(par, m / p)
-    elif exchange == "nccl":  # stream-ordered: no host round trip inside the step
+    elif exchange == "nccl":  # stream-ordered: no host round trip; layer 2 under the dW1 GEMM
         parts["fixed"] = g["host_us_lone"]
         parts["compute"] = compute_time(par, h, b)
-        parts["allreduce"] = nccl_allreduce(m, p, per_node)
+        parts["allreduce"] = nccl_allreduce(m - m2, p, per_node) + nccl_allreduce(m2, p, per_node)
+        parts["overlap"] = -min(nccl_allreduce(m2, p, per_node), dw1_gemm_time(par, h, b))
     else:
         parts["compute"] = compute_time(par, h, b)
-        parts["copies"] = copy_cost(par, m, "d2h") + copy_cost(par, m, "h2d")
         if strategy == "ps":
+            parts["copies"] = copy_cost(par, m, "d2h") + copy_cost(par, m, "h2d")
             parts["allreduce"] = ps_exchange(par, m, p, per_node, fabric)
-        else:
+        elif exchange == "device":  # Open MPI's coll/cuda: its own staging, the whole buffer at once
+            parts["copies"] = copy_cost(par, m, "d2h") + copy_cost(par, m, "h2d")
             parts["allreduce"] = host_allreduce(par, m, p, per_node, fabric, algo)
-        if exchange == "host":  # layer 2's copy and reduction run under the dW1 GEMM
-            hide = m2 * par["pcie"]["d2h"]["beta_us_per_byte"] + host_allreduce(par, m2, p, per_node, fabric, algo)
-            parts["overlap"] = -min(hide, dw1_gemm_time(par, h, b) + copy_cost(par, m - m2, "d2h"))
+        else:  # --comm host: layer 2 first, under the dW1 GEMM; layer 1 in pieces
+            n = pieces(h, chunk)
+            c1, a1 = staged_layer1(par, h, p, n, per_node, fabric)
+            a2 = host_allreduce(par, m2, p, per_node, fabric, algo)
+            d2 = copy_cost(par, m2, "d2h")
+            parts["copies"] = c1 + d2 + copy_cost(par, m2, "h2d")
+            parts["allreduce"] = a1 + a2
+            parts["overlap"] = -min(d2 + a2, dw1_gemm_time(par, h, b))
     parts["agree"] = agree_exposed(par, p, per_node, fabric, parts)
     parts["wait"] = straggler(g["sigma_step"], p, parts["compute"])
     parts["total"] = sum(v for k, v in parts.items())
@@ -314,16 +368,19 @@ def agree_exposed(par, p, per_node, fabric, parts):
     return max(0.0, small - under)
 
 
-def shared_gpu_step(par, h, batch, p):
+def shared_gpu_step(par, h, batch, p, n=1):
     """p ranks time-slicing ONE GPU (no MPS): their kernels and copies run one process at a time,
     and each copy waits for the GPU to switch to its context (sigma: the copies' slowdown, fitted
-    to the 2-rank runs). What sharing costs, never what p GPUs would do."""
+    to the 2-rank runs of one piece). n: layer 1's pieces (the run's --report), pipelined as on
+    p GPUs with the slowed copies. What sharing costs, never what p GPUs would do."""
     b = slice_of(batch, p)
     g, s = par["gpu_fixed"], par["share"]
-    m = grad_bytes(h)
+    m, m2 = grad_bytes(h), layer2_bytes(h)
     gpu = p * (compute_time(par, h, b) + update_time(par, m))
-    copies = s["sigma"] * p * (copy_cost(par, m, "d2h") + copy_cost(par, m, "h2d"))
-    return gpu + copies + shm_allreduce(par, m, p) + g["host_us_lone"] + g["round_trip_us"]
+    slow = s["sigma"] * p
+    c1, a1 = staged_layer1(par, h, p, n, p, None, slow)
+    layer2 = slow * (copy_cost(par, m2, "d2h") + copy_cost(par, m2, "h2d")) + shm_allreduce(par, m2, p)
+    return gpu + c1 + a1 + layer2 + g["host_us_lone"] + g["round_trip_us"]
 
 
 def cpu_step_time(par, h, batch, p, strategy="allreduce", node_shared=False, compute=None, corun=False):
@@ -345,6 +402,9 @@ def cpu_step_time(par, h, batch, p, strategy="allreduce", node_shared=False, com
     shared = 1.0
     if corun and compute is None:
         shared = compute_time(par, h, b, "cpu_corun") / compute_time(par, h, b, "cpu")
+    elif compute is None and "cpu_cores" in par:  # the slowest rank may share a core's two threads
+        c = par["cpu_cores"]
+        shared = 1.0 + core_collision(p, c["cores"]) * (c["thread_slowdown"] - 1.0)
     if strategy == "model":
         parts["compute"] = compute if compute is not None else shared * compute_time(par, -(-h // p), batch, "cpu")
         parts["allreduce"] = shm_allreduce(par, 4 * C * batch, p)
@@ -363,6 +423,14 @@ def cpu_step_time(par, h, batch, p, strategy="allreduce", node_shared=False, com
     parts["wait"] = par.get("cpu_spread", {}).get("jitter_us", 0.0) * expected_max(p)
     parts["total"] = sum(parts.values())
     return parts
+
+
+def core_collision(p, cores):
+    """The chance that two of p ranks land on the two threads of one core, when the guest sees
+    2 x cores CPUs and places the ranks on p of them at random (the step waits for that rank)."""
+    if p > cores:
+        return 1.0
+    return 1.0 - math.comb(cores, p) * 2 ** p / math.comb(2 * cores, p)
 
 
 def speedup(par, h, batch, p, **kw):
@@ -500,7 +568,7 @@ def main():
     ap.add_argument("--machine", default="h200", help="measured parts to use (a key of the params file)")
     ap.add_argument("--per-node", type=int, default=8, help="GPUs (ranks) a node")
     ap.add_argument("--fabric", default="ib_ndr", choices=["ib_hdr", "ib_ndr"])
-    ap.add_argument("--configs", default="host,ps,model,nccl")
+    ap.add_argument("--configs", default="host,device,nccl,model,ps")
     ap.add_argument("--hidden", type=int, default=1024)
     ap.add_argument("--batch", type=int, default=3000)
     ap.add_argument("--ranks", type=int, default=8)
