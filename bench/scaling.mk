@@ -16,6 +16,7 @@
 # are extra nn_train options:
 #   make scaling-study NP='1 2' STRATEGIES=allreduce SCALING_ARGS='--gemm 3'
 #   make scaling-study SCALING_ARGS='--device cpu'     # the host backend -> $(BUILD)/scaling-cpu
+# `make scaling-check`: the model / measured of every committed multi-rank run, exit 1 on a miss.
 # `make test-scaling-model`: the model's algebra and fits (tests/bench; part of make test-build).
 SCALING_OUT       ?= $(BUILD)/scaling$(if $(findstring --device cpu,$(SCALING_ARGS)),-cpu)
 SCALING_MODEL_OUT ?= $(BUILD)/scaling/model
@@ -23,7 +24,9 @@ SCALING_ARGS      ?=
 SCALING_SESSIONS  ?=
 SCALING_GPU        = $(and $(HAVE_NVCC),$(GPU_VISIBLE))
 SCALING_PARAMS     = $(if $(strip $(SCALING_SESSIONS)),$(SCALING_MODEL_OUT)/params.json,bench/scaling_params.json)
-.PHONY: scaling scaling-study test-scaling-model
+.PHONY: scaling scaling-check scaling-study test-scaling-model
+scaling-check:
+	$(PYTHON) bench/scaling_check.py
 scaling: setup-scaling
 	@mkdir -p $(SCALING_MODEL_OUT)
 	$(if $(strip $(SCALING_SESSIONS)),$(PYTHON) bench/scaling_fit.py fit $(SCALING_SESSIONS:%=--gpu-session %) --out $(SCALING_PARAMS))

@@ -21,10 +21,11 @@ from plots import plt, save  # noqa: E402
 import scaling_check as sc  # noqa: E402
 import scaling_model as sm  # noqa: E402
 
-LINES = {"host": ("#4c72b0", "-", "host MPI (--mpi host; --mpi device the same)"),
+LINES = {"host": ("#4c72b0", "-", "--comm host (default; 512 KiB pieces)"),
+         "device": ("#dd8452", ":", "--comm device (CUDA-aware MPI)"),
          "ps": ("#c44e52", "-", "parameter server (--strategy ps)"),
          "model": ("#55a868", "-", "model parallelism (--strategy model)"),
-         "nccl": ("#8172b2", "--", "NCCL on device buffers (what-if, not in nn_train)")}
+         "nccl": ("#8172b2", "--", "--comm nccl (published NCCL figures)")}
 NOTE = ("Model, not a measurement: %d GPUs a node, %s across nodes;\nparts measured on an NVIDIA H200 and "
         "its 16-core host (bench/results/h200-2026-11-28), published interconnect figures (docs/scaling.md)")
 
@@ -92,8 +93,7 @@ def cpu_panel(par, a):
         sel = [r for r in rows if r["machine"].startswith("H200 host") and r["shape"] == shape]
         ps = [r["ranks"] for r in sel]
         ax.plot(ps, [r["measured_us"] for r in sel], "ko", label="measured median step (node-shared, the default)")
-        ax.plot(ps, [r["model_us"] for r in sel], "-", color="#4c72b0", label="model, compute from one rank")
-        ax.plot(ps, [r["model_inrun_us"] for r in sel], "--", color="#55a868", label="model, compute from the run")
+        ax.plot(ps, [r["model_us"] for r in sel], "-", color="#4c72b0", label="model")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xticks(ps)
@@ -108,11 +108,9 @@ def cpu_panel(par, a):
     if vm:
         xs = range(len(vm))
         ax.bar([x - 0.27 for x in xs], [r["measured_us"] for r in vm], 0.27, color="#444444", label="measured (median step)")
-        ax.bar([x for x in xs], [r["model_us"] for r in vm], 0.27, color="#4c72b0", label="model, one rank's compute")
-        ax.bar([x + 0.27 for x in xs], [r["model_corun_us"] for r in vm], 0.27, color="#55a868",
-               label="model, co-run compute")
+        ax.bar([x for x in xs], [r["model_us"] for r in vm], 0.27, color="#55a868", label="model, co-run compute")
         ax.set_xticks(list(xs))
-        ax.set_xticklabels(["%s\n%s" % (r["shape"], r["what"].replace(" (--node-shared off)", "\nns off")) for r in vm],
+        ax.set_xticklabels(["%s\n%s" % (r["shape"], r["run"].replace(" (--node-shared off)", "\nns off")) for r in vm],
                            fontsize=6, rotation=90)
         ax.set_yscale("log")
         ax.set_ylabel("us a step")

@@ -12,6 +12,7 @@ import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
+import scaling_check as sc  # noqa: E402
 import scaling_fit as sf  # noqa: E402
 import scaling_model as sm  # noqa: E402
 
@@ -143,6 +144,28 @@ class CommittedParameters(unittest.TestCase):
         for key in ("pcie", "reduce", "shm"):
             self.assertIn("source", self.par[key])
         self.assertTrue(math.isfinite(self.par["share"]["sigma"]))
+
+
+class CheckAgainstRuns(unittest.TestCase):
+    # The two --strategy ps runs on the 2-core VM are misses the model does not explain yet
+    # (docs/scaling.md): listed here so that any other miss fails.
+    KNOWN_MISSES = {("VM, --device cpu", "256:100", 2, "ps"), ("VM, --device cpu", "512:800", 2, "ps")}
+
+    def test_every_other_committed_run_is_within_tolerance(self):
+        rows, misses, excluded = sc.check(sm.load()["machines"])
+        self.assertGreaterEqual(len(rows), 37)
+        self.assertTrue(all(why for _, _, why in excluded))
+        self.assertEqual({(r["machine"], r["shape"], r["ranks"], r["run"]) for r in misses}, self.KNOWN_MISSES)
+
+    def test_a_perturbed_parameter_makes_it_fail(self):
+        machines = sm.load()["machines"]
+        machines["h200"]["share"]["sigma"] *= 2
+        _, misses, _ = sc.check(machines)
+        self.assertTrue(any(r["machine"].startswith("H200, one GPU") for r in misses))
+
+    def test_default_pieces_are_the_trainers(self):
+        self.assertEqual([sm.pieces(h) for h in (256, 512, 1024)], [2, 4, 7])
+        self.assertEqual(sm.pieces(1024, 0), 1)
 
 
 if __name__ == "__main__":
