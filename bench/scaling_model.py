@@ -483,7 +483,9 @@ def pipeline(par, h, b, p, per_node=8, fabric="ib_ndr", max_chunks=64, linear=Fa
     exch = sum(stages(m1, 1)[1:])
     hidden = base - total(best)
     return {"chunks": best, "chunk_bytes": m1 / best, "hidden_us": hidden, "exchange_us": exch,
-            "hidden_fraction": hidden / exch if exch else 0.0, "bound_us": base - max(stages(m1, 1))}
+            "hidden_fraction": hidden / exch if exch else 0.0, "bound_us": base - max(stages(m1, 1)),
+            "allreduce_fraction": stages(m1, 1)[2] / exch if exch else 0.0,
+            "hidden_by_chunks": {n: base - total(n) for n in range(1, max_chunks + 1)}}
 
 
 def load(path=PARAMS):
@@ -534,6 +536,25 @@ def cmd_pipeline(par, a):
             print("  %-10s %4d %10.1f | %6d %11.0f %9.1f %7.1f%% | %6d %11.0f %9.1f %7.1f%%" % (
                 "%d:%d" % (h, bt), p, r["exchange_us"], lin["chunks"], lin["chunk_bytes"], lin["hidden_us"],
                 100 * lin["hidden_fraction"], r["chunks"], r["chunk_bytes"], r["hidden_us"], 100 * r["hidden_fraction"]))
+    pipeline_summary(par, a)
+
+
+def pipeline_summary(par, a):
+    """The figures docs/scaling.md quotes beside the pipeline table (all model predictions)."""
+    fr = [pipeline(par, h, slice_of(bt, p), p, a.per_node, a.fabric)["allreduce_fraction"]
+          for h, bt in SHAPES for p in (2, 8, 64)]
+    print("  the host all-reduce: %.0f-%.0f%% of dW1's unchunked exchange" % (100 * min(fr), 100 * max(fr)))
+    lin = pipeline(par, 1024, slice_of(3000, 2), 2, a.per_node, a.fabric, linear=True)["hidden_by_chunks"]
+    print("  1024:3000, P=2, overlap alone: " + ", ".join("%d chunks hide %.0f us" % (n, lin[n]) for n in (2, 3, 4, 6, 7)))
+    small, big = 4 * host_allreduce(par, 814120, 2, a.per_node, a.fabric), host_allreduce(par, 3256360, 2, a.per_node, a.fabric)
+    print("  2 ranks: 4 all-reduces of 0.81 MB %.0f us, one of 3.26 MB %.0f us" % (small, big))
+    for h, bt in SHAPES:
+        one = step_time(par, h, bt, 2, "host", per_node=a.per_node, fabric=a.fabric, chunk=0)["total"]
+        dflt = step_time(par, h, bt, 2, "host", per_node=a.per_node, fabric=a.fabric)["total"]
+        gemm = pipeline(par, h, slice_of(bt, 2), 2, a.per_node, a.fabric)["hidden_us"]
+        print("  %d:%d, P=2, --comm host: %.0f us a step in one piece (--exchange-chunk 0), %.0f us in the default %d "
+              "pieces; dW1's GEMM chunked too: about %.0f us; one GPU %.0f us"
+              % (h, bt, one, dflt, pieces(h), one - gemm, step_time(par, h, bt, 1)["total"]))
 
 
 def cmd_markdown(par, a):
