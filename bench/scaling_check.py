@@ -15,6 +15,7 @@ import argparse
 import csv
 import glob
 import json
+import math
 import os
 import statistics
 import sys
@@ -116,6 +117,94 @@ def exclusions():
     return out
 
 
+def vm_ps_evidence(par):
+    """What the 2-core VM's --strategy ps runs show beside --node-shared off (docs/scaling.md,
+    "Checked against what runs"): lines of text, every number from the committed files."""
+    path = os.path.join(sf.VM, "runs_summary.csv")
+    if "vm" not in par or not os.path.exists(path):
+        return []
+    runs = [r for r in sf.read_csv(path) if r["kind"] == "run" and r["rc"] == "0" and r["step_us"]
+            and r["node_shared"] == "off" and r["strategy"] in ("ps", "allreduce")]
+    by = {}
+    for r in sorted(runs, key=lambda r: r["round"]):
+        by.setdefault((int(r["hidden"]), int(r["batch"]), r["strategy"]), []).append(r)
+    return _rounds(by) + _phases(par["vm"], by) + _waits(par["vm"], by) + _lightly_loaded(par["vm"])
+
+
+def _rounds(by):
+    """Each round's median step against the sum of its phases' medians."""
+    out = ["rank 0's median step / the sum of its phases' medians (forward+backward, exchange, step: the update "
+           "and the 8-byte agreement), round by round (runs_summary.csv):"]
+    for h, b in sm.SHAPES:
+        cells = []
+        for strat, label in (("ps", "ps"), ("allreduce", "--node-shared off")):
+            sums = [(float(r["batch_median_us"]), float(r["fb_us"]) + float(r["allreduce_us"]) + float(r["step_phase_us"]))
+                    for r in by.get((h, b, strat), [])]
+            cells.append(label + " " + " ".join("%.0f/%.0f (%.2f)" % (t, ph, t / ph) for t, ph in sums))
+        out.append("  %d:%d: %s" % (h, b, "; ".join(cells)))
+    return out
+
+
+def _phases(vm, by):
+    """Rank 0's forward+backward and exchange phases (medians of the rounds) against the model's parts."""
+    out = ["rank 0's phases, medians of the rounds: forward+backward under ps / --node-shared off / the co-run "
+           "compute; ps's exchange / the two sums the model prices:"]
+    for h, b in sm.SHAPES:
+        if not by.get((h, b, "ps")) or not by.get((h, b, "allreduce")):
+            continue
+        med = {s: {k: statistics.median(float(r[k]) for r in by[(h, b, s)]) for k in ("fb_us", "allreduce_us")}
+               for s in ("ps", "allreduce")}
+        parts = sm.cpu_step_time(vm, h, b, 2, "ps", False, corun=True)
+        fb, ex = med["ps"]["fb_us"], med["ps"]["allreduce_us"]
+        out.append("  %d:%d: forward+backward %.0f / %.0f / %.0f us (%.2fx, %.2fx); exchange %.0f / %.0f us (%.2fx)" % (
+            h, b, fb, med["allreduce"]["fb_us"], parts["compute"], fb / med["allreduce"]["fb_us"], fb / parts["compute"],
+            ex, parts["allreduce"], ex / parts["allreduce"]))
+    return out
+
+
+def _waits(vm, by):
+    """A straggler's wait at each meeting of the ranks, fitted to the --node-shared off runs (one
+    meeting a step: layer 2's MPI_Iallreduce does not block), counted twice for ps (layer 2's
+    blocking sum in the backward pass, then layer 1's); three forms of the wait in the compute c."""
+    meas = {k: statistics.median(float(r["batch_median_us"]) for r in rs) for k, rs in by.items()}
+    forms = {"linear in the compute": lambda c, n: c, "square root of it": lambda c, n: n * math.sqrt(c / n),
+             "constant": lambda c, n: float(n)}
+    out = []
+    for name, g in forms.items():
+        num = den = 0.0
+        for h, b in sm.SHAPES:
+            t = meas.get((h, b, "allreduce"))
+            if t:
+                parts = sm.cpu_step_time(vm, h, b, 2, "allreduce", False, corun=True)
+                x = g(parts["compute"], 1)
+                num, den = num + x * (t - parts["total"]) / t ** 2, den + x * x / t ** 2
+        k = num / den if den else 0.0
+        ps = ["%d:%d %.2f" % (h, b, (parts["total"] + k * g(parts["compute"], 2)) / meas[(h, b, "ps")])
+              for h, b in sm.SHAPES if (h, b, "ps") in meas
+              for parts in [sm.cpu_step_time(vm, h, b, 2, "ps", False, corun=True)]]
+        out.append("a wait at each meeting %s, fitted to the --node-shared off runs, twice for ps: %s" % (name, ", ".join(ps)))
+    return out
+
+
+def _lightly_loaded(vm):
+    """The AMD EPYC VM's 2-rank ps and allreduce (the whole gradient: the code predates node-shared
+    weights), lightly loaded, against the model's ratio on the 2-core VM's parts."""
+    path = os.path.join(RESULTS, "cpu-2026-11-23", "scaling.csv")
+    if not os.path.exists(path):
+        return []
+    rows = {(r["mode"], r["strategy"]): r for r in sf.read_csv(path) if r["p"] == "2"}
+    a, q = rows.get(("strong", "allreduce")), rows.get(("strong", "ps"))
+    if not a or not q:
+        return []
+    h, b = int(a["hidden"]), int(a["batch"])
+    model = (sm.cpu_step_time(vm, h, b, 2, "ps", False, corun=True)["total"]
+             / sm.cpu_step_time(vm, h, b, 2, "allreduce", False, corun=True)["total"])
+    return ["the AMD EPYC VM, lightly loaded (%s), %d:%d at 2 ranks: ps / allreduce %.3f (step %s / %s ms, "
+            "forward+backward %s / %s ms); the model on the 2-core VM's parts: %.3f"
+            % (sf.rel(path), h, b, float(q["step_ms"]) / float(a["step_ms"]), q["step_ms"], a["step_ms"],
+               q["phase_forward_backward_ms"], a["phase_forward_backward_ms"], model)]
+
+
 def all_rows(par):
     return vm_rows(par) + h200_cpu_rows(par) + shared_gpu_rows(par)
 
@@ -148,6 +237,10 @@ def main(a):
         len(rows), len(rows) - len(misses), 1 - TOLERANCE, 1 + TOLERANCE,
         "; ".join("%s %s P=%d %s (%.2f)" % (r["machine"], r["shape"], r["ranks"], r["run"], r["ratio"]) for r in misses)
         or "none"))
+    if any(r["machine"].startswith("VM") and r["run"] == "ps" for r in misses):
+        print("the VM's --strategy ps misses, not understood (docs/scaling.md); what its runs show:")
+        for line in vm_ps_evidence(par):
+            print("  " + line)
     print("left out (%d runs), what the model does not describe:" % sum(n for _, n, _ in excl))
     for what, n, why in excl:
         print("  %s: %d run%s: %s" % (what, n, "" if n == 1 else "s", why))
