@@ -519,6 +519,14 @@ def cmd_verdict(par, a):
                 best, s, first = best_ranks(par, h, bt, config=cfg, mode=mode, per_node=a.per_node, fabric=a.fabric)
                 print("  %-6s %-10s %-7s best P=%-3d (%.2fx)  first P faster than 1: %s"
                       % (mode, "%d:%d" % (h, bt), cfg, best, s, first or "none"))
+    ex = {cfg: [step_time(par, 1024, bt, p, cfg, per_node=a.per_node, fabric=a.fabric) for bt in (1000, 3000)
+                for p in (2, 4, 8)] for cfg in ("host", "device")}
+    ex = {cfg: [(s.get("copies", 0.0) + s["allreduce"]) / 1e3 for s in v] for cfg, v in ex.items()}
+    nccl = [nccl_allreduce(m, p, a.per_node) for m in (grad_bytes(256), grad_bytes(1024)) for p in (2, 4, 8)]
+    print("  the exchange at H = 1024 on 2-8 GPUs of one node (copies + all-reduce): host %.1f-%.1f ms, device "
+          "%.1f-%.1f ms; ncclAllReduce of %.2f-%.2f MB on 2-8 GPUs: %.0f-%.0f us" % (
+              min(ex["host"]), max(ex["host"]), min(ex["device"]), max(ex["device"]), grad_bytes(256) / 1e6,
+              grad_bytes(1024) / 1e6, min(nccl), max(nccl)))
 
 
 def cmd_pipeline(par, a):
