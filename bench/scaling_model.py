@@ -587,6 +587,10 @@ def cmd_markdown(par, a):
             s = step_time(par, h, bt, 8, cfg, "strong", a.per_node, a.fabric)
             print("| %d:%d | %s | %s |" % (h, bt, cfg, " | ".join("%.0f" % s[k] if k in s else "-" for k in keys)))
     print("\nOne GPU (the fused step): " + ", ".join("%d:%d %.1f us" % (h, bt, step_time(par, h, bt, 1)["total"]) for h, bt in SHAPES))
+    loo = [(pred - meas) / meas for _, _, meas, pred in par["compute"]["gpu"].get("loo", [])]
+    if loo:
+        print("its leave-one-out error over the %d measured points: %+.1f%% to %+.1f%%" % (len(loo), 100 * min(loo), 100 * max(loo)))
+    print("copies' slowdown when ranks share the GPU, s = %.2f" % par["share"]["sigma"])
 
 
 def main():
