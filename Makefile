@@ -152,6 +152,9 @@ $(CPU_SIM_OBJ): $(CPU_DIR)/obj/%.o: %.cpp | $(call need,trainer emulator)
 	@mkdir -p $(dir $@)
 	$(call step,CC,cpu,$<)$(CXX) $(CPU_CXXFLAGS) -c $< -o $@
 
+# The emulated NCCL (sim/runtime/nccl*.cpp) runs over MPI: compiled with mpicxx for its headers.
+$(call obj,$(CPU_DIR),$(wildcard sim/runtime/nccl*.cpp)): CXX := $(MPICXX)
+
 $(CPU_LIB): $(CPU_HOST_OBJ) $(CPU_KERN_OBJ)
 	$(call step,AR,cpu,$(notdir $@))rm -f $@ && ar rcs $@ $^
 $(CPU_SIMLIB): $(CPU_SIM_OBJ)
