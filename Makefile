@@ -152,6 +152,9 @@ $(CPU_SIM_OBJ): $(CPU_DIR)/obj/%.o: %.cpp | $(call need,trainer emulator)
 	@mkdir -p $(dir $@)
 	$(call step,CC,cpu,$<)$(CXX) $(CPU_CXXFLAGS) -c $< -o $@
 
+# The emulated NCCL (sim/runtime/nccl*.cpp) runs over MPI: compiled with mpicxx for its headers.
+$(call obj,$(CPU_DIR),$(wildcard sim/runtime/nccl*.cpp)): CXX := $(MPICXX)
+
 $(CPU_LIB): $(CPU_HOST_OBJ) $(CPU_KERN_OBJ)
 	$(call step,AR,cpu,$(notdir $@))rm -f $@ && ar rcs $@ $^
 $(CPU_SIMLIB): $(CPU_SIM_OBJ)
@@ -345,13 +348,13 @@ test-more: all
 	@echo "== tests/docs/commands.sh built: the build commands the docs show (make, make trainer, make cuda data), each up to date =="
 	@bash tests/docs/commands.sh built
 TEST_NP_LIST := 1 2
-# The suite's collective tests (tests/comm, tests/exchange, tests/train: their results depend on the rank count)
+# The suite's collective tests (tests/comm, tests/exchange, tests/train and the emulated NCCL's: their results depend on the rank count)
 # run at every count of NP_LIST; the others (options, IDX, checkpoints, the reference, schedules,
 # the CPU model, every kernel and the emulator's own tests, which loop over the emulator's thread
 # orders themselves) once, at the first count. TEST_ARGS' own --gtest_filter comes last and wins.
 lparen := (
 rparen := )
-RANK_SUITES := $(sort $(shell sed -nE 's/^TEST[_FP]*[$(lparen)]$(lparen)[A-Za-z0-9_]+$(rparen),.*/\1/p' tests/comm/*.cpp tests/exchange/*.cpp tests/train/*.cpp))
+RANK_SUITES := $(sort $(shell sed -nE 's/^TEST[_FP]*[$(lparen)]$(lparen)[A-Za-z0-9_]+$(rparen),.*/\1/p' tests/comm/*.cpp tests/exchange/*.cpp tests/train/*.cpp tests/sim/test_sim_nccl*.cu))
 RANK_FILTER := $(subst $(space),:,$(RANK_SUITES:%=%.*))
 # What ASan and UBSan add to make test (.ci/run's last phase): the emulator build under both
 # sanitizers, its suite at 1 and 2 ranks (the collective tests at 2), the GPU-grid kernel
@@ -373,7 +376,7 @@ test-cpu: $(CPU_TESTS)
 	  workers=$$( [ $$np = 1 ] && echo 2 || echo 1 ); \
 	  pdl=$$( [ $$np = 2 ] && echo 1 || echo 0 ); \
 	  if [ $$np = $$first ]; then which="every test"; filter=; \
-	  else which="the collective tests (tests/comm, tests/exchange, tests/train)"; filter="--gtest_filter=$(RANK_FILTER)"; fi; \
+	  else which="the collective tests (tests/comm, tests/exchange, tests/train, tests/sim/test_sim_nccl*)"; filter="--gtest_filter=$(RANK_FILTER)"; fi; \
 	  echo "== $(CPU_TESTS) (emulator), $$which, at $$np MPI rank(s), SIM_ORDER=$$order SIM_SEED=$$np SIM_WORKERS=$$workers SIM_STREAMS=$${SIM_STREAMS:-lazy} NN_PDL=$$pdl =="; \
 	  $(MPI_ENV) SIM_ORDER=$$order SIM_SEED=$$np SIM_WORKERS=$$workers NN_PDL=$$pdl $(if $(filter 1,$(SANITIZE)),$(SAN_ENV)$$((np == 1))) \
 	    $(MPIRUN) $(MPIRUN_FLAGS) -np $$np $(CPU_TESTS) $$filter $(TEST_ARGS); \

@@ -709,6 +709,19 @@ void copy_written(void* dst, const void* src, size_t n) {
 void mark_allocation_written(const void* p) {
   if (DevRec* r = lookup(reinterpret_cast<uintptr_t>(p))) mark_written(reinterpret_cast<void*>(r->lo), r->size);
 }
+void mark_unwritten(const void* p, size_t n) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  DevRec* r = data_rec(a, n);
+  if (!r || n == 0) return;
+  std::memset(r->init + (a - r->lo), 0, n);
+  // The granules that hold these bytes reach the runtime again (their other bytes keep their
+  // state in r->init); a watched record is restored from r->init when its launch ends.
+  if (initcheck_on() && !r->watched()) {
+    const uintptr_t lo = a & ~uintptr_t(7), hi = (a + n + 7) & ~uintptr_t(7);
+    shadow_fill(lo, hi - lo, kUnwritten);
+  }
+}
+std::string (*g_pending_write)(uintptr_t view, size_t n) = nullptr;
 
 namespace {
 [[noreturn]] __attribute__((noinline)) void global_oob(Worker& w, const DevRec& r, uintptr_t a, size_t n,
@@ -728,6 +741,15 @@ namespace {
                                                         const void* pc) {
   size_t first = 0;
   while (first < n && r.init[a - r.lo + first]) ++first;
+  if (g_pending_write) {  // bytes a queued collective (ncclAllReduce) has still to write
+    const std::string why = g_pending_write(a, n);
+    if (!why.empty())
+      w.fiber_fault(cudaErrorLaunchFailure,
+                    strf("global memory read%s before the collective that writes it ran: %zu bytes at "
+                         "byte offset %zu of cudaMalloc allocation %p (%zu bytes), %s; %s",
+                         at_line(pc).c_str(), n, static_cast<size_t>(a - r.lo), reinterpret_cast<void*>(r.prog),
+                         r.size, why.c_str(), who(w).c_str()));
+  }
   w.fiber_fault(cudaErrorLaunchFailure,
                 strf("uninitialised global memory read%s: %zu bytes at byte offset %zu of cudaMalloc "
                      "allocation %p (%zu bytes), and no kernel, memset or copy has written byte %zu; %s "

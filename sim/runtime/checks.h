@@ -92,6 +92,12 @@ void mark_written(const void* p, size_t n);
 // A device-to-device copy: dst's bytes are as initialised as src's were.
 void copy_written(void* dst, const void* src, size_t n);
 void mark_allocation_written(const void* p);  // the whole allocation containing p
+// A queued collective (runtime/nccl.cpp) will write [p, p + n) of a device view: its bytes count
+// as not written until it runs. g_pending_write (set by nccl.cpp, null until then) describes the
+// pending writer of a range, "" when none: an initcheck fault or a queued copy on such bytes
+// names it.
+void mark_unwritten(const void* p, size_t n);
+extern std::string (*g_pending_write)(uintptr_t view, size_t n);
 
 // The global-memory race check (checks.cpp): a kernel's writable pointer argument (pointee not
 // const) in a race-checked launch; launch_execute brackets the launch with begin/end.

@@ -398,6 +398,13 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind 
   if (count == 0) return cudaSuccess;
   if (!dst || !src || !copy_ok(dst, src, count, kind)) return set_error(cudaErrorInvalidValue);
   if (!in_replay()) pdl_stream_op(nullptr);  // the legacy stream: after every stream's work
+  if (g_pending_write) {  // a queued copy reads what a queued collective has still to write
+    const std::string why = g_pending_write(reinterpret_cast<uintptr_t>(src), count);
+    if (!why.empty())
+      report_fault(cudaErrorLaunchFailure,
+                   strf("cudaMemcpyAsync read device memory %p (%zu bytes) before the collective that "
+                        "writes it ran: %s", program_address(src), count, why.c_str()));
+  }
   std::memcpy(dst, src, count);
   copy_written(dst, src, count);  // initcheck: dst is as written as src (host memory: all)
   return cudaSuccess;
