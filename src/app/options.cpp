@@ -42,6 +42,15 @@ struct Spec {
   void (*set)(Config&, const std::string&);  // converts, validates, stores; throws BadValue
 };
 
+// --comm's value (nccl too) or --mpi's (host or device only).
+Comm to_comm(const std::string& v, bool nccl) {
+  const std::string s = trim(v);
+  if (s == "host") return Comm::Host;
+  if (s == "device") return Comm::Device;
+  if (s == "nccl" && nccl) return Comm::Nccl;
+  throw BadValue{s.empty() ? "missing value" : nccl ? "must be host, device or nccl" : "must be host or device"};
+}
+
 // --gemm's help, from the GEMM registry (kernels/gemm/variants.h).
 const std::string kGemmHelp = "GEMM: " + gemm_variants_help();
 
@@ -162,15 +171,13 @@ const Spec kSpecs[] = {
    "fixed point; docs/training.md) | off (the default: a floating-point sum over the ranks)",
    [](const Config& c) { return std::string(c.exact ? "on" : "off"); },
    [](Config& c, const std::string& v) { c.exact = to_bool(v); }},
-  {"mpi", "M", "host (stage through pinned host memory) | device (device pointers to a "
-   "CUDA-aware MPI)",
-   [](const Config& c) { return std::string(c.mpi_device ? "device" : "host"); },
-   [](Config& c, const std::string& v) {
-     const std::string s = trim(v);
-     if (s == "host") c.mpi_device = false;
-     else if (s == "device") c.mpi_device = true;
-     else throw BadValue{s.empty() ? "missing value" : "must be host or device"};
-   }},
+  {"comm", "M", "what sums the device gradient over the ranks: host (staged through pinned host memory "
+   "to MPI) | device (device pointers to a CUDA-aware MPI) | nccl (ncclAllReduce on the GPU, no host copy)",
+   [](const Config& c) { return std::string(comm_name(c.comm)); },
+   [](Config& c, const std::string& v) { c.comm = to_comm(v, true); }},
+  {"mpi", "M", "the older name of --comm host|device",
+   [](const Config& c) { return std::string(comm_name(c.comm)); },
+   [](Config& c, const std::string& v) { c.comm = to_comm(v, false); }},
   {"graph", nullptr, "capture each step's kernels between host synchronisation points as "
    "CUDA Graphs and replay them (auto: with the fused step, not on GPGPU-Sim)",
    [](const Config& c) { return std::string(graphs_name(c.graph)); },

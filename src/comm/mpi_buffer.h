@@ -1,4 +1,4 @@
-// How the MPI library reaches a caller's buffer, which may be device memory (--mpi device).
+// How the MPI library reaches a caller's buffer, which may be device memory (--comm device).
 // In the CUDA build the pointer goes to MPI as it is: a CUDA-aware Open MPI asks the driver
 // whether each buffer is device memory and reaches it through the GPU (GPUDirect or staging).
 // The emulator build models that library: its device memory is fenced from host code, so the
@@ -7,7 +7,7 @@
 // view; host code in src/comm that touches a buffer itself uses the caller's pointer, so it
 // faults on device memory exactly as it would on a GPU. With SIM_MPI_CUDA_AWARE=0 the
 // emulated MPI is not CUDA-aware and gets the pointer unchanged (and faults on device memory).
-// Used by gradients.cpp and comm.cpp only; tested through tests/train (--mpi device).
+// Used by gradients.cpp and comm.cpp only; tested through tests/train (--comm device).
 #pragma once
 #ifdef SIM_EMULATOR
 #include <cstdlib>

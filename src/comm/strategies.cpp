@@ -1,5 +1,5 @@
 // What the other strategies need of MPI: gathering the model-parallel slices, and the
-// CUDA-aware-MPI query (--mpi device). The gradient's sums (all-reduce, parameter server) are
+// CUDA-aware-MPI query (--comm device). The gradient's sums (all-reduce, parameter server) are
 // gradients.cpp's. Tested by tests/comm/test_strategies.cpp at 1-4 ranks and through the
 // trainer (tests/train).
 #include <mpi.h>
@@ -59,7 +59,7 @@ std::string device_pointer_support() {
          "(MPIX_Query_cuda_support() = 0)";
 #else
   return "this MPI library does not report CUDA support (no MPIX_CUDA_AWARE_SUPPORT in "
-         "<mpi-ext.h>): use a CUDA-aware Open MPI build, or --mpi host";
+         "<mpi-ext.h>): use a CUDA-aware Open MPI build, --comm nccl, or --comm host";
 #endif
 }
 

@@ -1,4 +1,4 @@
-// --mpi device (exchange.h): a CUDA-aware MPI reads and writes the gradient in device memory
+// --comm device (exchange.h): a CUDA-aware MPI reads and writes the gradient in device memory
 // itself, no staging copies. With overlap, layer 2's sum starts as soon as its stage is done and
 // runs while the dW1 GEMM finishes; without, both sums after the whole backward pass.
 // Tested by tests/exchange and tests/train (the emulator build models a CUDA-aware MPI).

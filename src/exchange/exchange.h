@@ -4,12 +4,13 @@
 //   none.h             one rank: nothing to sum
 //   host_staged.h      the device's gradient through pinned host memory, layer 2 first, layer 1
 //                      in pieces (--exchange-chunk), overlapped with the copies (the GPU default)
-//   device_pointers.h  the device's buffer handed to a CUDA-aware MPI (--mpi device)
+//   device_pointers.h  the device's buffer handed to a CUDA-aware MPI (--comm device)
+//   nccl.h             the device's buffer summed by NCCL on a stream of its own (--comm nccl)
 //   host_memory.h      the host model's own buffer, in place (--device cpu)
 //   node_shared.h      --device cpu with the weights in the node's shared memory: only
 //                      [b1 | W2 | b2] is summed, between two memory fences
 // An engine calls src/comm (comm::Reduction: MPI's all-reduce or the parameter server, chosen
-// once too), which calls MPI. The step calls sum() in one line; the trainer times the parts
+// once too, or comm::Nccl), which calls MPI or NCCL. The step calls sum() in one line; the trainer times the parts
 // an engine announces (Parts), lines the ranks up under --profile and names them for NVTX, so
 // no engine branches on timing or profiling. Adding an engine: its file here, one line in
 // engines.h's registry, its tests in tests/exchange.

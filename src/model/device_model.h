@@ -91,7 +91,12 @@ class DeviceModel {
   bool download_done(int ticket) const;
   void wait_download(int ticket) const;
   void wait(Stage s) const;          // the host waits for the stage's event
-  T* grads() const { return grads_.get(); }  // for a CUDA-aware MPI (--mpi device)
+  T* grads() const { return grads_.get(); }  // for a CUDA-aware MPI or NCCL (--comm device|nccl)
+  // --comm nccl (src/exchange/nccl.h): the exchange's own stream, made to wait for stage `after`
+  // first (a cudaStream_t, as void*: the exchange sees no CUDA type); join_exchange() makes the
+  // model's stream wait for all that is queued there, so the update reads the sum.
+  void* exchange_stream_after(Stage after);
+  void join_exchange();
   // Scores to / from pinned host memory (model parallelism, host staging); synchronous.
   void download_scores(T* host, int b);
   void upload_scores(const T* host, int b);
@@ -228,8 +233,8 @@ class DeviceModel {
   void in_backward(F&& fn);
   bool backward_open_ = false;
 
-  Stream stream_, copy_stream_;
-  Event ev_layer2_, ev_all_, ev_scores_;
+  Stream stream_, copy_stream_, exchange_stream_;
+  Event ev_layer2_, ev_all_, ev_scores_, ev_exchanged_;
   std::array<Event, kCopyTickets> copy_done_;  // queue_download's tickets, used in turn
   int next_copy_ = 0;
   bool graphs_on_ = false;

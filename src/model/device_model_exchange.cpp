@@ -54,11 +54,26 @@ void DeviceModel<T>::upload_grads(const T* host, std::size_t begin, std::size_t 
                                cudaMemcpyHostToDevice, stream_.get()));
 }
 
+template <class T>
+void* DeviceModel<T>::exchange_stream_after(Stage after) {
+  const Event& ev = after == Stage::Layer2Grads ? ev_layer2_ : ev_all_;
+  CUDA_CHECK(cudaStreamWaitEvent(exchange_stream_.get(), ev.get(), 0));
+  return static_cast<void*>(exchange_stream_.get());
+}
+
+template <class T>
+void DeviceModel<T>::join_exchange() {
+  ev_exchanged_.record(exchange_stream_.get());
+  CUDA_CHECK(cudaStreamWaitEvent(stream_.get(), ev_exchanged_.get(), 0));
+}
+
 // device_model.cpp instantiates the class (template class); these are this file's members.
 #define NN_INSTANTIATE(T) \
   template int DeviceModel<T>::queue_download(T*, std::size_t, std::size_t, Stage); \
   template bool DeviceModel<T>::download_done(int) const; \
   template void DeviceModel<T>::wait_download(int) const; \
+  template void* DeviceModel<T>::exchange_stream_after(Stage); \
+  template void DeviceModel<T>::join_exchange(); \
   template void DeviceModel<T>::wait(Stage) const; \
   template void DeviceModel<T>::upload_grads(const T*); \
   template void DeviceModel<T>::upload_grads(const T*, std::size_t, std::size_t); \

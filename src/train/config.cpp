@@ -13,6 +13,15 @@ std::size_t exchange_piece_values(std::size_t chunk_bytes, std::size_t n_layer1,
 
 const char* device_name(Device d) { return d == Device::Cpu ? "cpu" : "gpu"; }
 
+const char* comm_name(Comm c) {
+  switch (c) {
+    case Comm::Host: return "host";
+    case Comm::Device: return "device";
+    case Comm::Nccl: return "nccl";
+  }
+  return "?";
+}
+
 const char* strategy_name(Strategy s) {
   switch (s) {
     case Strategy::Allreduce: return "allreduce";

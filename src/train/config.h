@@ -23,6 +23,13 @@ using model::resolved_cpu_gemm;
 enum class Strategy { Allreduce, ParamServer, Model };
 const char* strategy_name(Strategy s);  // "allreduce", "ps", "model"
 
+// --comm: what sums a data-parallel rank's device gradient. Host: staged through pinned host
+// memory to the host MPI_Allreduce (the default); Device: device pointers handed to a CUDA-aware
+// MPI; Nccl: ncclAllReduce on the device, on a stream of its own (src/exchange/nccl.h). --device
+// cpu sums in host memory whatever this says (Host only).
+enum class Comm { Host, Device, Nccl };
+const char* comm_name(Comm c);  // "host", "device", "nccl"
+
 // Where a rank computes: its CUDA device (emulated in the emulator build), or the host CPU
 // with BLAS (cpu_model.h), in either build.
 enum class Device { Gpu, Cpu };
@@ -95,7 +102,7 @@ struct Config {
   std::size_t exchange_chunk = kExchangeChunkAuto;  // bytes a piece of layer 1's staged exchange (0: one)
   NodeShared node_shared = NodeShared::Auto;  // --device cpu, ranks on one node: shared weights (setup.cpp)
   bool exact = false;                 // --exact on: weights independent of the rank count (src/train/exact.h)
-  bool mpi_device = false;            // --mpi device: device pointers to a CUDA-aware MPI
+  Comm comm = Comm::Host;             // --comm (--mpi): what sums the device gradient
   Graphs graph = Graphs::Auto;        // replay each step's kernels as CUDA Graphs (graphs_in_use)
   Fused fused = Fused::Auto;          // --device gpu: the fused step (fused_in_use)
   Persistent persistent = Persistent::Auto;  // a lone rank's steps in runs of one launch each

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "comm/comm.h"
+#include "comm/nccl.h"
 #include "train/agree.h"
 #include "train/epoch.h"
 #include "train/params.h"
@@ -79,6 +80,9 @@ void add_exchange(nlohmann::ordered_json& report, const Run<T, Model>& R) {
   const double exposed = median("d2h") + median("allreduce") + median("h2d");
   const double compute = median("forward_backward");
   const exchange::Exchange<T>& engine = *R.fixed.exchange;
+  report["mpi_memory"] = R.cfg.comm == Comm::Host ? "host" : "device";
+  report["comm"] = comm_name(R.cfg.comm);  // --comm; with nccl, which NCCL summed
+  if (R.cfg.comm == Comm::Nccl && !kOnHost<Model>) report["nccl"] = comm::nccl_name();
   report["exchange"] = {{"pieces", engine.pieces()},
                         {"piece_bytes", engine.piece_values() * sizeof(T)},
                         {"exposed_s", R.fixed.ranks > 1 ? nlohmann::ordered_json(exposed) : nlohmann::ordered_json()},
@@ -192,7 +196,6 @@ nlohmann::ordered_json performance_report(Run<T, Model>& R) {
     report["overlap"] = !R.fixed.model_parallel && cfg.overlap && !cfg.profile && !R.setup.node_memory;
     report["node_shared"] = R.setup.node_memory != nullptr;
     report["overlap_polls"] = R.progress.result.overlap_polls;
-    report["mpi_memory"] = cfg.mpi_device ? "device" : "host";
     add_exchange(report, R);
     if constexpr (kOnHost<Model>)
       report["cpu"] = {{"threads_per_rank", R.setup.threads},

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "comm/comm.h"
+#include "comm/nccl.h"
 #include "common/errors.h"
 #include "common/nn_real.h"
 #include "gemm/gemm.h"
@@ -34,10 +35,15 @@ void validate(const Config& cfg) {
     bad("--gemm " + std::to_string(cfg.gemm) + " (" + gemm_variant_name(cfg.gemm) +
         ") is not available in this build");
   // The server adds the gradients on the host, so it needs them in host memory.
-  if (cfg.mpi_device && cfg.strategy == Strategy::ParamServer)
-    bad("--mpi device works with --strategy allreduce or model; the parameter server (ps) sums on the host");
-  if (cfg.device == Device::Cpu && cfg.mpi_device)
-    bad("--mpi device is for --device gpu (with --device cpu, MPI already reduces the gradient in place)");
+  if (cfg.comm == Comm::Device && cfg.strategy == Strategy::ParamServer)
+    bad("--comm device works with --strategy allreduce or model; the parameter server (ps) sums on the host");
+  if (cfg.device == Device::Cpu && cfg.comm != Comm::Host)
+    bad(std::string("--comm ") + comm_name(cfg.comm) +
+        " is for --device gpu (with --device cpu, MPI already sums the gradient in host memory)");
+  if (cfg.comm == Comm::Nccl && cfg.device == Device::Gpu && !comm::nccl_support().empty()) bad(comm::nccl_support());
+  if (cfg.comm == Comm::Nccl && cfg.strategy != Strategy::Allreduce)
+    bad(std::string("--comm nccl sums the gradient with ncclAllReduce: it works with --strategy allreduce, not ") +
+        strategy_name(cfg.strategy));
   if (cfg.device == Device::Cpu && cfg.graph == Graphs::On) bad("--graph (CUDA Graphs) is for --device gpu");
   if (cfg.fused == Fused::On && cfg.device == Device::Cpu)
     bad("--fused on is for --device gpu (--device cpu always runs its own fused layer-2 pass)");

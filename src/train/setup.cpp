@@ -82,7 +82,9 @@ std::unique_ptr<ExactChunks<T>> make_exact(const Config& cfg, std::size_t n_fit,
   const model::ParamLayout full{kInputDim, cfg.hidden, kNumClasses};
   return std::make_unique<ExactChunks<T>>(
       schedule::make_exact_plan(n_fit, cfg.batch, p, cfg.seed, cfg.shuffle), full,
-      cfg.strategy == Strategy::ParamServer ? comm::ps_reduction<std::uint64_t>() : comm::allreduce_reduction<std::uint64_t>());
+      cfg.strategy == Strategy::ParamServer ? comm::ps_reduction<std::uint64_t>()
+      : cfg.comm == Comm::Nccl              ? comm::nccl_reduction<std::uint64_t>()
+                                            : comm::allreduce_reduction<std::uint64_t>());
 }
 
 // This rank's shard: its columns under --exact, else its parts of every batch (one shard for all
@@ -154,9 +156,9 @@ RankDevice choose_device(const Config& cfg, Setup<T, Model>& s) {
     all_ranks_ok(select_device(me));
     s.device_name = me.device_name;
     all_ranks_ok(simulator_limits(s.device_name, cfg));
-    if (cfg.mpi_device) {
+    if (cfg.comm == Comm::Device) {
       const std::string why = comm::device_pointer_support();
-      all_ranks_ok(why.empty() ? "" : "--mpi device: " + why);
+      all_ranks_ok(why.empty() ? "" : "--comm device: " + why);
     }
   }
   return me;
@@ -227,7 +229,9 @@ void print_communication_line(std::FILE* out, const Config& cfg, const Setup<T, 
                  "chunk's gradient alone%s, the chunks summed exactly as 64-bit integers (%zu bytes a value, %s), "
                  "the regulariser added after the sum: the weights do not depend on the rank count\n",
                  x.num_columns(), x.c, x.num_columns(), at_once.c_str(), s.exact->wire_bytes() / s.model->num_params(),
-                 comm::size() == 1 ? "no MPI at one rank" : cfg.strategy == Strategy::ParamServer ? "parameter server" : "MPI_Allreduce");
+                 comm::size() == 1 ? "no MPI at one rank" : cfg.strategy == Strategy::ParamServer ? "parameter server"
+                 : cfg.comm == Comm::Nccl ? ("ncclAllReduce (" + comm::nccl_name() + ") through device memory").c_str()
+                                          : "MPI_Allreduce");
     return;
   }
   if (s.node_memory)
@@ -235,19 +239,24 @@ void print_communication_line(std::FILE* out, const Config& cfg, const Setup<T, 
                  "each rank steps its columns of W1 from every rank's dZ1 and X (no W1 gradient is sent); "
                  "[b1 | W2 | b2] all-reduced in place (--node-shared off: all-reduce everything)\n");
   else if (comm::size() == 1)
-    std::fprintf(out, "communication: none (one rank)\n");
+    std::fprintf(out, "communication: none (one rank)%s\n",
+                 cfg.comm == Comm::Nccl && !kOnHost<Model> ? ("; " + comm::nccl_name() + " ready").c_str() : "");
   else {
     std::string pieces;
     const std::size_t n_layer1 = std::size_t(cfg.hidden) * (kInputDim + 1);
     const std::size_t piece = exchange_piece_values(cfg.exchange_chunk, n_layer1, sizeof(T));
-    if (!kOnHost<Model> && !cfg.mpi_device && cfg.strategy != Strategy::Model && piece < n_layer1)
+    if (!kOnHost<Model> && cfg.comm == Comm::Host && cfg.strategy != Strategy::Model && piece < n_layer1)
       pieces = ", layer 1 in " + std::to_string((n_layer1 + piece - 1) / piece) + " pieces of " +
                std::to_string(piece * sizeof(T) >> 10) + " KiB, each summed while the next is copied (--exchange-chunk)";
-    std::fprintf(out, "communication: %s, %s, MPI on %s memory%s\n", strategy_name(cfg.strategy),
+    std::fprintf(out, "communication: %s, %s, %s%s\n", strategy_name(cfg.strategy),
                  cfg.strategy == Strategy::Model ? "scores all-reduced per step"
                  : cfg.overlap && !cfg.profile ? "layer-2 reduction overlapped with the dW1 GEMM"
                                                : "no overlap",
-                 kOnHost<Model> ? "host (in place)" : cfg.mpi_device ? "device" : "pinned host", pieces.c_str());
+                 kOnHost<Model>             ? "MPI on host memory (in place)"
+                 : cfg.comm == Comm::Device ? "MPI on device memory"
+                 : cfg.comm == Comm::Nccl   ? (comm::nccl_name() + " on device memory (ncclAllReduce on a stream of its own, no host copy)").c_str()
+                                            : "MPI on pinned host memory",
+                 pieces.c_str());
   }
 }
 
@@ -276,6 +285,7 @@ Setup<T, Model> setup(const Config& cfg, const HostData& data) {
   if (cfg.exact) s.exact = make_exact<T>(cfg, sz.n_fit, p);
 
   s.rank_devices = gather_ranks(choose_device(cfg, s));
+  if (!kOnHost<Model> && cfg.comm == Comm::Nccl) s.nccl = comm::Nccl::open();  // collective; two ranks a GPU refused
   auto shard = scatter<T, Model>(s, data, mp);
   // The first batch is a full one, so it holds this rank's largest part (--exact: every rank
   // computes chunks, of at most the chunk size); rank 0 also evaluates the validation and test
@@ -296,7 +306,7 @@ Setup<T, Model> setup(const Config& cfg, const HostData& data) {
   s.model->set_train_data(std::move(shard));
   make_followers(cfg, s);
   // Model parallelism staged through host memory: the C x b partial scores' copy.
-  if (mp && !cfg.mpi_device && !kOnHost<Model>) s.h_scores = PinnedBuffer<T>(std::size_t(kNumClasses) * s.max_part);
+  if (mp && cfg.comm != Comm::Device && !kOnHost<Model>) s.h_scores = PinnedBuffer<T>(std::size_t(kNumClasses) * s.max_part);
   s.graphs = graphs_in_use(cfg, s.device_name.rfind("GPGPU-Sim", 0) == 0);
   s.model->enable_graphs(s.graphs);
   if constexpr (!kOnHost<Model>)

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "comm/comm.h"
+#include "comm/nccl.h"
 #include "common/device_buffer.h"
 #include "schedule/shards.h"
 #include "train/devices.h"
@@ -47,13 +48,16 @@ struct Setup {
   // --device cpu, data parallel, every rank on one node: the memory the model's parameters and
   // every rank's X and dZ1 live in (CpuModel::use_node_shared); null otherwise.
   std::unique_ptr<comm::NodeShared> node_memory;
+  // --comm nccl on a device model: the job's NCCL communicator (declared before the model, whose
+  // streams, destroyed first, may still hold its queued sums).
+  std::unique_ptr<comm::Nccl> nccl;
   std::unique_ptr<Model> model;
   typename Model::Images val, test;  // rank 0 only
   // --strategy model: this rank's hidden units; rank 0 evaluates with the whole network,
   // put together from every rank's slice (full_params, epoch.cpp).
   HiddenSlice slice;
   std::unique_ptr<Model> eval_model;
-  PinnedBuffer<T> h_scores;  // --strategy model with --mpi host on a GPU: the scores' host copy
+  PinnedBuffer<T> h_scores;  // --strategy model with --comm host on a GPU: the scores' host copy
 };
 
 // Collective: every rank calls it with the same cfg.

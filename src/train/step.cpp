@@ -226,7 +226,7 @@ void persistent_steps(Run<T, Model>& R, std::size_t k, std::size_t n) {
 // Model parallelism (--strategy model): every rank computes its hidden units' share of the
 // batch's scores (rank 0 adds b2), the ranks sum the scores, and each rank runs the backward
 // pass into its own slice of the weights (each rank regularises its own weights). in_place: MPI
-// sums the model's own scores buffer (--mpi device, --device cpu); else they are staged through
+// sums the model's own scores buffer (--comm device, --device cpu); else they are staged through
 // pinned host memory.
 template <class T, class Model, bool in_place>
 void model_parallel_step(Run<T, Model>& R, std::size_t k) {
@@ -288,10 +288,11 @@ std::unique_ptr<exchange::Exchange<T>> choose_exchange(const Config& cfg, Setup<
   o.piece = exchange_piece_values(cfg.exchange_chunk, f.regions.layer1, sizeof(T));
   o.node = s.node_memory.get();
   o.b1 = f.full_layout.b1();
+  o.nccl = s.nccl.get();
   Engine e = Engine::None;
   if (f.ranks > 1 && !f.model_parallel && !s.exact) {  // --exact sums in its own step
     if (kOnHost<Model>) e = s.node_memory ? Engine::NodeShared : Engine::HostMemory;
-    else e = cfg.mpi_device ? Engine::DevicePointers : Engine::HostStaged;
+    else e = cfg.comm == Comm::Device ? Engine::DevicePointers : cfg.comm == Comm::Nccl ? Engine::Nccl : Engine::HostStaged;
   }
   return exchange::make_exchange<T, Model>(e, *s.model, o);
 }
@@ -306,7 +307,7 @@ void choose(const Config& cfg, Setup<T, Model>& s, Fixed<T, Model>& f) {
   if (s.exact) {
     f.step = one_step<T, Model, exact_step<T, Model>>;
   } else if (f.model_parallel) {
-    if (cfg.mpi_device || kOnHost<Model>) f.step = one_step<T, Model, model_parallel_step<T, Model, true>>;
+    if (cfg.comm == Comm::Device || kOnHost<Model>) f.step = one_step<T, Model, model_parallel_step<T, Model, true>>;
     else f.step = one_step<T, Model, model_parallel_step<T, Model, false>>;
   } else if constexpr (kOnHost<Model>) {
     if (s.node_memory) f.step = one_step<T, Model, node_shared_step<T, Model>>;

@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <utility>
 
+#include "comm/nccl.h"
+
 namespace nn::train {
 
 double setup_allowance(double step_s) { return std::max(4 * step_s, 120.0); }
@@ -106,7 +108,10 @@ void Watchdog::loop() {
       on_timeout_(line);
     } else {
       // A second for the other ranks to print their own line before the launcher ends the job.
+      // An NCCL communicator is aborted (never destroyed: that would wait for the hung peers),
+      // on a thread of its own, so that even an abort that blocks cannot keep the job alive.
       print_line(line);
+      std::thread(comm::abort_nccl).detach();
       std::this_thread::sleep_for(std::chrono::seconds(1));
       std::_Exit(exit_code_);
     }
