@@ -99,7 +99,8 @@ obj = $(addprefix $(1)/obj/,$(addsuffix .o,$(basename $(2))))
 # compile time). tests/build/check_host_only.py proves it from the dependency files the
 # compiler writes. A source not listed is compiled in each build, as any .cu is.
 HOST_ONLY_SRCS := $(sort $(wildcard src/io/*.cpp src/schedule/*.cpp src/reference/*.cpp src/model/cpu_*.cpp \
-                    tests/io/*.cpp tests/schedule/*.cpp tests/reference/*.cpp tests/model/*.cpp tests/comm/*.cpp) \
+                    tests/io/*.cpp tests/schedule/*.cpp tests/reference/*.cpp tests/model/*.cpp \
+                    $(filter-out tests/comm/test_nccl.cpp,$(wildcard tests/comm/*.cpp))) \
                     src/app/main.cpp src/app/config_file.cpp src/app/run.cpp src/app/option_values.cpp src/app/signals.cpp \
                     src/train/verify.cpp src/train/watchdog.cpp src/train/resume.cpp src/train/stop.cpp src/comm/node_shared.cpp \
                     tests/train/test_cpu_train.cpp tests/train/test_resume.cpp tests/train/test_fused.cpp \
@@ -321,7 +322,8 @@ SAN_ENV = ASAN_OPTIONS=intercept_strchr=0:detect_leaks=
 # Every run uses the emulator's default lazy streams (sim/runtime/lazy.cpp): work on
 # created streams runs only when a wait or sync forces it, so a missing one shows as wrong
 # data, and event/stream queries answer "not ready" while work is pending. SIM_STREAMS=sync
-# (set it in the environment of make) turns that off for debugging.
+# (set it in the environment of make) turns that off for debugging. Every rank has an emulated
+# device of its own (SIM_DEVICES = the rank count), as one GPU a rank: --comm nccl needs it.
 GPU_VISIBLE := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
 
 # make test: what every change must pass, in about 3 minutes on 2 cores once built: the emulator
@@ -377,8 +379,8 @@ test-cpu: $(CPU_TESTS)
 	  pdl=$$( [ $$np = 2 ] && echo 1 || echo 0 ); \
 	  if [ $$np = $$first ]; then which="every test"; filter=; \
 	  else which="the collective tests (tests/comm, tests/exchange, tests/train, tests/sim/test_sim_nccl*)"; filter="--gtest_filter=$(RANK_FILTER)"; fi; \
-	  echo "== $(CPU_TESTS) (emulator), $$which, at $$np MPI rank(s), SIM_ORDER=$$order SIM_SEED=$$np SIM_WORKERS=$$workers SIM_STREAMS=$${SIM_STREAMS:-lazy} NN_PDL=$$pdl =="; \
-	  $(MPI_ENV) SIM_ORDER=$$order SIM_SEED=$$np SIM_WORKERS=$$workers NN_PDL=$$pdl $(if $(filter 1,$(SANITIZE)),$(SAN_ENV)$$((np == 1))) \
+	  echo "== $(CPU_TESTS) (emulator), $$which, at $$np MPI rank(s), SIM_ORDER=$$order SIM_SEED=$$np SIM_WORKERS=$$workers SIM_STREAMS=$${SIM_STREAMS:-lazy} NN_PDL=$$pdl SIM_DEVICES=$$np =="; \
+	  $(MPI_ENV) SIM_ORDER=$$order SIM_SEED=$$np SIM_WORKERS=$$workers NN_PDL=$$pdl SIM_DEVICES=$$np $(if $(filter 1,$(SANITIZE)),$(SAN_ENV)$$((np == 1))) \
 	    $(MPIRUN) $(MPIRUN_FLAGS) -np $$np $(CPU_TESTS) $$filter $(TEST_ARGS); \
 	done
 # The elementwise and reduction kernels (tests/kernels/test_ops*.cpp) once more, with the CUDA

@@ -346,8 +346,12 @@ expect 2 "cli: --seed 2^64" "--seed" "${base[@]}" --seed 18446744073709551616
 expect 2 "cli: --print-every -1" "--print-every" "${base[@]}" --print-every -1
 expect 2 "cli: unknown option --bogus" "--bogus" "${base[@]}" --bogus 3
 expect 2 "cli: --device tpu" "--device" "${base[@]}" --device tpu
-expect 1 "cli: --device cpu --mpi device" "--mpi device is for --device gpu" "${base[@]}" --device cpu --mpi device
+expect 1 "cli: --device cpu --mpi device" "--comm device is for --device gpu" "${base[@]}" --device cpu --mpi device
 expect 1 "cli: --device cpu --graph" "--graph" "${base[@]}" --device cpu --graph
+expect 2 "cli: --comm mpi" "must be host, device or nccl" "${base[@]}" --comm mpi
+expect 2 "cli: --mpi nccl" "must be host or device" "${base[@]}" --mpi nccl
+expect 1 "cli: --device cpu --comm nccl" "--comm nccl is for --device gpu" "${base[@]}" --device cpu --comm nccl
+expect 1 "cli: --comm nccl --strategy ps" "--comm nccl sums the gradient with ncclAllReduce" "${base[@]}" --comm nccl --strategy ps
 expect 2 "cli: --exact maybe" "--exact" "${base[@]}" --exact maybe
 expect 1 "cli: --exact on --strategy model" "--exact on works with --strategy allreduce or ps" "${base[@]}" --exact on --strategy model
 expect 2 "cli: unexpected argument" "stray" "${base[@]}" stray

@@ -21,6 +21,9 @@
 #                           and ps), --device cpu and the emulator, --verify passing; without
 #                           --exact they differ; exact_more.sh: the same at 3 and 4 ranks and a
 #                           run saved at 2 ranks resumed at 3
+#   tests/cli/nccl.sh       --comm nccl on the emulator's NCCL: --verify, the header's NCCL
+#                           version, the report, at 1 and 2 ranks the weights of --comm host
+#                           byte for byte, two ranks on one device refused; nccl_more.sh: 3 and 4
 # No check here fails because the host is busy: docs/testing.md#timing-sensitive-checks.
 # Uses the Makefile's CPU_TRAIN, MPI_ENV, MPIRUN, MPIRUN_FLAGS. About 3 minutes on a
 # 2-core machine, all of them. Ends with `cli: N passed, M failed`; fails if M > 0.
@@ -28,8 +31,8 @@ CLI_TEST_DIR := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
 CLI_DATA ?= data/current
 
 # CLI_SCRIPTS: which of them (default all; make test runs CLI_QUICK, make test-more the rest).
-CLI_ALL   := bad_input kill_rank hung_rank device_map resume_signal cores exact exact_more
-CLI_QUICK := bad_input device_map resume_signal exact
+CLI_ALL   := bad_input kill_rank hung_rank device_map resume_signal cores exact exact_more nccl nccl_more
+CLI_QUICK := bad_input device_map resume_signal exact nccl
 CLI_SCRIPTS ?= $(CLI_ALL)
 
 .PHONY: test-cli

@@ -12,8 +12,10 @@
 #     message naming the step and the MPI call it waits in; the stopped rank printed none;
 #   - none of the job's nn_train processes is left once mpirun has exited.
 #
-# Cases NP:RANK:DEVICE[:STRATEGY] (the rank stopped): 2:1:cpu 3:2:cpu 2:1:gpu 3:0:gpu:ps
-# (HUNG_CASES overrides). With MPIRUN=tests/multinode/launch.sh the same runs over simulated
+# Cases NP:RANK:DEVICE[:STRATEGY[:COMM]] (the rank stopped): 2:1:cpu 3:2:cpu 2:1:gpu 3:0:gpu:ps
+# 2:1:gpu:allreduce:nccl (--comm nccl on the emulator's NCCL, a device a rank: the live rank waits
+# for the stream that holds the all-reduce, and its line must name ncclAllReduce) (HUNG_CASES
+# overrides). With MPIRUN=tests/multinode/launch.sh the same runs over simulated
 # nodes (make test-multinode). Prints the ranks' lines after the stop, so they can be read.
 #
 #   tests/cli/hung_rank.sh NN_TRAIN DATA_DIR
@@ -42,7 +44,7 @@ train_real=$(readlink -f "$train")
 
 mpirun_cmd=${MPIRUN:-$(cd "$(dirname "$0")/../.." && pwd)/slurm/mpirun.sh}
 read -r -a mpirun_flags <<<"${MPIRUN_FLAGS---oversubscribe}"
-read -r -a cases <<<"${HUNG_CASES:-2:1:cpu 3:2:cpu 2:1:gpu 3:0:gpu:ps}"
+read -r -a cases <<<"${HUNG_CASES:-2:1:cpu 3:2:cpu 2:1:gpu 3:0:gpu:ps 2:1:gpu:allreduce:nccl}"
 timeout_s=${HUNG_TIMEOUT:-5}
 exit_s=${HUNG_EXIT_S:-5}
 . "$(cd "$(dirname "$0")" && pwd)/slowdown.sh"
@@ -97,15 +99,17 @@ failed_names=()
 echo "== hung_rank: $train, --timeout $timeout_s, cases (ranks:stopped rank:device[:strategy]) ${cases[*]}; slowdown now $start_factor =="
 
 for c in "${cases[@]}"; do
-  IFS=: read -r np victim device strategy <<<"$c"
-  strategy=${strategy:-allreduce}
-  name="np=$np, SIGSTOP rank $victim, --device $device --strategy $strategy"
-  log=$work/case.$np.$victim.$device.$strategy.log
+  IFS=: read -r np victim device strategy comm <<<"$c"
+  strategy=${strategy:-allreduce} comm=${comm:-host}
+  name="np=$np, SIGSTOP rank $victim, --device $device --strategy $strategy --comm $comm"
+  # What the live rank's line must name: the MPI call it waits in, or NCCL's all-reduce.
+  waits_in='MPI_[A-Za-z]+'; [ "$comm" = nccl ] && waits_in=ncclAllReduce
+  log=$work/case.$np.$victim.$device.$strategy.$comm.log
   problems=()
   tag=$RANDOM$RANDOM
   : >"$log"
-  NN_HUNG_TAG=$tag "$mpirun_cmd" "${mpirun_flags[@]}" -x NN_HUNG_TAG -np "$np" "$train" --data "$data" \
-    --device "$device" --strategy "$strategy" --hidden 32 --batch 100 --train-size 2000 --test-size 500 \
+  NN_HUNG_TAG=$tag SIM_DEVICES=$np "$mpirun_cmd" "${mpirun_flags[@]}" -x NN_HUNG_TAG -x SIM_DEVICES -np "$np" "$train" --data "$data" \
+    --device "$device" --strategy "$strategy" --comm "$comm" --hidden 32 --batch 100 --train-size 2000 --test-size 500 \
     --epochs 100000 --timeout "$timeout_s" >"$log" 2>&1 </dev/null &
   mpid=$!
   t_start=$EPOCHREALTIME
@@ -143,8 +147,8 @@ for c in "${cases[@]}"; do
       [ "$rc" = 6 ] || problems+=("mpirun exited with status $rc, expected 6 (kExitTimeout)")
     fi
     live=0; [ "$victim" = 0 ] && live=1
-    grep -Eq "^nn_train: timeout on rank $live \(.*\): (step [0-9]+ \(epoch [0-9]+, batch [0-9]+/[0-9]+\)|the end of epoch [0-9]+ .*) did not complete within $timeout_s(\.0)? s \(--timeout\); .* in MPI_[A-Za-z]+.*exit code 6\)$" "$log" ||
-      problems+=("no timeout line from rank $live naming the step and the MPI call")
+    grep -Eq "^nn_train: timeout on rank $live \(.*\): (step [0-9]+ \(epoch [0-9]+, batch [0-9]+/[0-9]+\)|the end of epoch [0-9]+ .*) did not complete within $timeout_s(\.0)? s \(--timeout\); .* in $waits_in.*exit code 6\)$" "$log" ||
+      problems+=("no timeout line from rank $live naming the step and the call it waits in ($waits_in)")
     grep -q "^nn_train: timeout on rank $victim " "$log" &&
       problems+=("the stopped rank $victim printed a timeout line (it cannot have been waiting)")
     sleep 1

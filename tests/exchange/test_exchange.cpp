@@ -151,7 +151,12 @@ TEST(Exchange, RegistryMakesTheEngineAskedFor) {
   EXPECT_NE(dynamic_cast<Staged*>(made(Engine::HostStaged).get()), nullptr);
   EXPECT_NE(dynamic_cast<Pointers*>(made(Engine::DevicePointers).get()), nullptr);
   EXPECT_NE(dynamic_cast<Memory*>(made(Engine::HostMemory).get()), nullptr);
-  if (one_node) EXPECT_NE(dynamic_cast<Shared*>(made(Engine::NodeShared).get()), nullptr);
+  if (one_node) {
+    EXPECT_NE(dynamic_cast<Shared*>(made(Engine::NodeShared).get()), nullptr);
+  }
+  // NCCL sums device memory on a model's exchange stream: none for a model without one.
+  EXPECT_EQ(made(Engine::Nccl), nullptr);
+  EXPECT_STREQ(engine_name(Engine::Nccl), "nccl");
   EXPECT_EQ(made(Engine::HostStaged)->pieces(), 10u);
   EXPECT_STREQ(engine_name(Engine::HostStaged), "host-staged");
 }

@@ -213,8 +213,8 @@ TEST(CpuTrain, GpuOnlyOptionsAndBadSizesAreUserErrors) {
     return std::string("(no error)");
   };
   Config c = cpu_config(6, 7, 1);
-  c.mpi_device = true;
-  EXPECT_NE(message(c).find("--mpi device is for --device gpu"), std::string::npos) << message(c);
+  c.comm = Comm::Device;
+  EXPECT_NE(message(c).find("--comm device is for --device gpu"), std::string::npos) << message(c);
   c = cpu_config(6, 7, 1);
   c.graph = Graphs::On;
   EXPECT_NE(message(c).find("--graph"), std::string::npos);

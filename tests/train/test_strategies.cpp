@@ -1,6 +1,6 @@
 // The communication strategies against the Armadillo reference: allreduce, the
 // parameter server and model parallelism, in float and double, at every rank count make
-// test runs (1-4); overlap on/off, --graph on/off and --mpi host/device give bitwise
+// test runs (1-4); overlap on/off, --graph on/off and --comm host/device/nccl give bitwise
 // identical weights; the model-parallel slicing round-trips. Collective, like test_train.cpp.
 #include <gtest/gtest.h>
 
@@ -130,12 +130,12 @@ TEST(Strategies, DeviceAndHostStagedMpiGiveIdenticalWeights) {
   // (src/comm/mpi_buffer.h); the reductions are the same operations on the same values.
   // On a GPU this needs a CUDA-aware MPI (Debian's Open MPI is not one).
   if (const std::string why = nn::comm::device_pointer_support(); !why.empty())
-    GTEST_SKIP() << "--mpi device unavailable: " << why;
+    GTEST_SKIP() << "--comm device unavailable: " << why;
   for (Strategy st : {Strategy::Allreduce, Strategy::Model}) {
     SCOPED_TRACE(strategy_name(st));
     Config c = small_config(6, 7, 2);
     c.strategy = st;
-    expect_identical<float>(c, [](Config& x) { x.mpi_device = true; }, "--mpi device");
+    expect_identical<float>(c, [](Config& x) { x.comm = Comm::Device; }, "--comm device");
   }
 }
 
@@ -160,7 +160,7 @@ TEST(Strategies, LazyStreamsGiveTheSynchronousWeightsOnEveryPath) {
   struct Variant {
     const char* name;
     Strategy st;
-    bool overlap, graph, mpi_device;
+    bool overlap, graph, device_pointers;
   };
   const Variant variants[] = {
       {"allreduce overlap", Strategy::Allreduce, true, false, false},
@@ -178,7 +178,7 @@ TEST(Strategies, LazyStreamsGiveTheSynchronousWeightsOnEveryPath) {
     c.strategy = v.st;
     c.overlap = v.overlap;
     c.graph = v.graph ? Graphs::On : Graphs::Off;
-    c.mpi_device = v.mpi_device;
+    c.comm = v.device_pointers ? Comm::Device : Comm::Host;
     TrainResult sync, lazy;
     {
       StreamMode mode(sim::StreamMode::Sync);
@@ -223,20 +223,20 @@ TEST(Strategies, OverlapPollsMpiWhileTheLastGradientCopyIsPending) {
 
 TEST(Strategies, DeviceMpiIsRefusedWithoutCudaAwareMpiAndWithTheParameterServer) {
   Config c = small_config(6, 7, 1);
-  c.mpi_device = true;
+  c.comm = Comm::Device;
   c.strategy = Strategy::ParamServer;
   try {
     train_on<float>(c, make_data(60, 20), nullptr);
-    ADD_FAILURE() << "--mpi device with ps was accepted";
+    ADD_FAILURE() << "--comm device with ps was accepted";
   } catch (const UserError& e) {
-    EXPECT_NE(std::string(e.what()).find("--mpi device"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--comm device"), std::string::npos) << e.what();
   }
 #ifdef SIM_EMULATOR
   c.strategy = Strategy::Allreduce;
   setenv("SIM_MPI_CUDA_AWARE", "0", 1);
   try {
     train_on<float>(c, make_data(60, 20), nullptr);
-    ADD_FAILURE() << "--mpi device was accepted by an MPI that is not CUDA-aware";
+    ADD_FAILURE() << "--comm device was accepted by an MPI that is not CUDA-aware";
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("CUDA-aware"), std::string::npos) << e.what();
   }
