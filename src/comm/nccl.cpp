@@ -137,6 +137,9 @@ Nccl::~Nccl() {
 template <class V>
 void Nccl::sum_on(V* buf, std::size_t n, void* stream) {
   if (n == 0) return;
+  // Marked for the step timeout too: a GPU queues the call and returns, but the emulator's NCCL
+  // may finish an earlier all-reduce of the stream here (sim/docs/nccl.md).
+  detail::Busy busy("ncclAllReduce");
   nccl_check(ncclAllReduce(buf, buf, n, nccl_type<V>(), ncclSum, impl_->comm, static_cast<cudaStream_t>(stream)),
              "ncclAllReduce");
 }
