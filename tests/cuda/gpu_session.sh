@@ -137,6 +137,8 @@ summarise() {
     peer_table) { grep -cE '^\| [0-9]+:[0-9]+ ' "$f" | sed 's/^/table rows: /'; } ;;
     sanitize_script) { grep -E '^  (FAIL )?[a-z]+ np=' "$f" | cut -c1-60 | tr '\n' ';' | cut -c1-200; } ;;
     sanitize_*) { grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^tests: |FAILED' "$f" | sort | uniq -c | tr '\n' ' ' | cut -c1-200; } ;;
+    nccl_tests) { grep -E '^\[  (PASSED|FAILED)  \]|tests? ran|SKIPPED|Failure' "$f" | head -4 | tr '\n' ' ' | cut -c1-200; } ;;
+    nccl_*) { grep -E '^communication:|verify:|share the GPU|^error' "$f" | tail -2 | tr '\n' ' ' | cut -c1-200; } ;;
     persist2_tests) { grep -E '^\[  (PASSED|FAILED)  \]|tests? ran|Failure' "$f" | head -4 | tr '\n' ' ' | cut -c1-200; } ;;
     persist2_probe*) { grep -h '^# persistent probe' "$LOGS/$1.txt" 2>/dev/null | tail -1 | sed 's/.*us://' | cut -c1-200; } ;;
     persist2_sanitize*) { grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|SYNCCHECK SUMMARY|test precision' "$f" | sort | uniq -c | tr '\n' ' ' | cut -c1-200; } ;;
@@ -169,6 +171,15 @@ CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer /u
 #     (NN_PERSISTENT_VARIANT=1); --verify; compute-sanitizer memcheck, racecheck and synccheck on
 #     nn_train at 256:100; Nsight Compute of one launch (caches and clocks as they are); the fused
 #     step with PDL (the default) and without (NN_PDL=0) at the four shapes.
+# 0n. NCCL (--comm nccl): NVIDIA's all-reduce on a one-rank communicator, its sums checked
+#     (tests/comm/test_nccl.cpp: a one-rank trainer skips the exchange, so the test forces it), the
+#     trainer's NCCL tests and --comm nccl --verify at one rank; two ranks on this one GPU must be
+#     refused in one line before NCCL starts (NCCL cannot run them), so no 2-rank NCCL figure comes
+#     from one GPU.
+step nccl_tests 60 "${ONE[@]}" "$BIN/nn_tests" --gtest_filter='Nccl*:NcclTrain*'
+step nccl_verify_np1 60 "${ONE[@]}" "$BIN/nn_train" "${TRAIN[@]}" --comm nccl --epochs 1 --verify
+step nccl_refused_np2 30 bash -c 'out=$("$@" 2>&1); rc=$?; echo "$out"; [ "$rc" != 0 ] && grep -q "share the GPU" <<<"$out"' _ \
+  "${TWO[@]}" "$BIN/nn_train" "${TRAIN[@]}" --comm nccl --epochs 1
 P2_TESTS='PersistentStep*:PersistentPlan*:PersistentProbe*:Pdl.*:SimPdl*:SimAsyncCopy*:SimFlags*:SimCoop*'
 step persist2_tests 90 "${ONE[@]}" "$BIN/nn_tests" --gtest_filter="$P2_TESTS"
 step persist2_probe_256_100 60 "${ONE[@]}" NN_PERSISTENT_PROBE="$LOGS/persist2_probe_256_100.txt" \
