@@ -242,17 +242,27 @@ nccl_version() {  # nccl_version HEADER: x.y.z from NCCL_MAJOR/MINOR/PATCH
 }
 # Sets NCCL_CPP NCCL_LD NCCL_WHERE NCCL_VER, or returns 1 with LINE saying why.
 find_nccl() {
-  local hdr
+  local hdr v d
   TRY_CPP="$CUDA_INC" TRY_LD="$(ld_for_dirs $CUDA_LIBDIRS) -lcudart" TRY_BODY=$NCCL_PROBE
   if find_dep nccl nccl.h -lnccl nccl NCCL NCCL; then
     hdr=$(awk '{print $2}' <<<"$FOUND_CPP"); [ -n "$hdr" ] || hdr=$(compiler_header_dir nccl.h)
     # -I, ahead of CUDA's include directory in the build (a CUDA that has an nccl.h of its own).
     NCCL_CPP=${FOUND_CPP//-isystem /-I} NCCL_LD="$FOUND_LD -lnccl" NCCL_WHERE=$FOUND_WHERE
+    d=$(tr ' ' '\n' <<<"$FOUND_LD" | sed -n 's/^-L//p' | head -1)  # the wheel's: no libnccl.so
+    [ -z "$d" ] || [ -e "$d/libnccl.so" ] || [ ! -e "$d/libnccl.so.2" ] || NCCL_LD="$FOUND_LD -l:libnccl.so.2"
     if [ "-I$hdr" = "${CUDA_INC%% *}" ] || [ "$hdr" = "$(canon "$CUDA_HOME_FOUND/include")" ]; then
       NCCL_CPP='' NCCL_WHERE="$hdr, CUDA's own"
     fi
     NCCL_VER=$(nccl_version "${hdr:-/usr/include}/nccl.h")
-  elif [ -n "$FOUND_WHERE" ]; then LINE="$FOUND_WHERE"
+  elif [ -n "$FOUND_WHERE" ]; then
+    LINE="$FOUND_WHERE"
+    # NCCL_ROOT=<site-packages>/nvidia/nccl: the wheel's prefix, libnccl.so.2 without libnccl.so.
+    for v in NCCL_ROOT NCCL_DIR EBROOTNCCL; do
+      d=${!v:-}; [ -n "$d" ] && [ -e "$d/include/nccl.h" ] && [ -e "$d/lib/libnccl.so.2" ] || continue
+      d=$(canon "$d") NCCL_CPP="-I$d/include" NCCL_LD="$(ld_for_dirs "$d/lib") -l:libnccl.so.2"
+      try_build nccl.h "$NCCL_CPP" "$NCCL_LD" "" || break
+      NCCL_WHERE="$d ($v)" NCCL_VER=$(nccl_version "$d/include/nccl.h"); break
+    done
   else find_nccl_wheel "$1"
   fi
   TRY_CPP='' TRY_LD='' TRY_BODY=''
