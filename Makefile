@@ -303,7 +303,7 @@ all: cpu $(if $(HAVE_NVCC),cuda)
 SETUP_STAMP := $(BUILD)/.setup-done
 setup: $(SETUP_STAMP)
 $(SETUP_STAMP): .ci/setup.sh .ci/deps.sh .ci/deps_lib.sh
-	$(call step,SETUP,,.ci/setup.sh: checking the dependencies)NN_DNNL=$(DNNL) bash .ci/setup.sh
+	$(call step,SETUP,,.ci/setup.sh: checking the dependencies)NN_DNNL=$(DNNL) NN_BUILD=$(BUILD) bash .ci/setup.sh
 	@mkdir -p $(dir $@) && touch $@
 # Targets that need more than the base build depend on setup-COMPONENT (plots, scaling, peer,
 # fuzz, slurm, gpgpusim, multinode): the same script checks and installs that component's part
