@@ -71,6 +71,11 @@ as_user() {  # as_user STYLE LOG SCRIPT: bash as nnuser with Lmod and the style'
 }
 TRAIN_ARGS='--epochs 1 --train-size 2000 --test-size 500 --hidden 32'
 CUDA_TEST_OBJ=cuda/obj/tests/sim/test_sim_runtime.o
+# shellcheck disable=SC2016  # run by nnuser's shell, with B its build directory
+NCCL_PROBE='f() { sed -n "s/^$1 := //p" "$B/deps.mk"; }
+  printf "#include <nccl.h>\nint main() { int v = 0; return ncclGetVersion(&v); }\n" >"$B/nccl_probe.cpp" &&
+  g++ "$B/nccl_probe.cpp" $(f DEPS_NCCL_CPP) $(f DEPS_CUDA_INC) -o "$B/nccl_probe" $(f DEPS_NCCL_LD) $(f DEPS_CUDA_LD) -lcudart &&
+  env -u LD_LIBRARY_PATH ldd "$B/nccl_probe"'
 for style in $STYLES; do
   b=build-$style log=$OUT/$style
   base="module load armadillo openblas zlib cli11 nlohmann_json"
@@ -87,11 +92,14 @@ for style in $STYLES; do
   if [ "$style" = easybuild ]; then nccl="module load nccl;" where='/opt/nccl/[0-9.]* (EBROOTNCCL)' nlib='/opt/nccl/'
   else nccl="PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q --user --no-index --no-deps /opt/wheels/nvidia_nccl_cu13-*.whl &&"
     where='/home/nnuser/.local/lib/python3[0-9.]*/site-packages/nvidia/nccl (pip wheel nvidia_nccl_cu13-' nlib='/home/nnuser/.local/'; fi
-  if as_user "$style" "$log-cuda.log" "$base cuda; $nccl make BUILD=$b CUDA_ARCH=$ARCH trainer && env -u LD_LIBRARY_PATH ldd $b/cuda/bin/nn_train && env -u LD_LIBRARY_PATH $b/cuda/bin/nn_train --help >/dev/null"; then
+  # nn_train takes libnccl only where its code calls NCCL (the linker drops an unused library): a
+  # probe calling ncclGetVersion, linked with build/deps.mk's flags, shows where the loader finds it.
+  if as_user "$style" "$log-cuda.log" "$base cuda; $nccl make BUILD=$b CUDA_ARCH=$ARCH trainer && env -u LD_LIBRARY_PATH ldd $b/cuda/bin/nn_train && env -u LD_LIBRARY_PATH $b/cuda/bin/nn_train --help >/dev/null && B=$b; $NCCL_PROBE"; then
+    nccl_libs=$(grep -o 'libnccl[.]so[.]2 => [^ ]*' "$log-cuda.log" | sort -u)
     if grep -q '=> not found' "$log-cuda.log"; then fail "[$style] CUDA trainer: ldd finds a library missing without LD_LIBRARY_PATH: $(grep -m3 '=> not found' "$log-cuda.log" | tr -s ' \t\n' ' ')"
-    elif ! grep -q "^deps: nccl *found: $where" "$log-cuda.log" || ! grep -q "libnccl.so.2 => $nlib" "$log-cuda.log"; then
-      fail "[$style] CUDA trainer: NCCL not found or not linked from $nlib: $(grep -m1 '^deps: nccl' "$log-cuda.log"); $(grep -m1 'libnccl' "$log-cuda.log")"
-    else pass "[$style] make trainer: the CUDA nn_train (sm_$ARCH) built with Boost and GoogleTest unloaded; ldd resolves all $(grep -c '=> /' "$log-cuda.log") libraries and it starts without LD_LIBRARY_PATH; $(grep -m1 '^deps: nccl' "$log-cuda.log" | tr -s ' '); $(grep -m1 -o 'libnccl.so.2 => [^ ]*' "$log-cuda.log")"; fi
+    elif ! grep -q "^deps: nccl *found: $where" "$log-cuda.log" || [ -z "$nccl_libs" ] || grep -qv "=> $nlib" <<<"$nccl_libs"; then
+      fail "[$style] CUDA trainer: NCCL not found or not linked from $nlib: $(grep -m1 '^deps: nccl' "$log-cuda.log"); ${nccl_libs:-libnccl.so.2 in no ldd output}"
+    else pass "[$style] make trainer: the CUDA nn_train (sm_$ARCH) built with Boost and GoogleTest unloaded; ldd resolves all $(grep -c '=> /' "$log-cuda.log") libraries and it starts without LD_LIBRARY_PATH; $(grep -m1 '^deps: nccl' "$log-cuda.log" | tr -s ' '); $nccl_libs"; fi
   else fail "[$style] make trainer (CUDA): $(tail -3 "$log-cuda.log" | tr '\n' ' ')"; fi
   # 3. The CPU trainer and make run (cuda unloaded: make run builds the emulator build's trainer).
   if as_user "$style" "$log-run.log" "$base boost; make BUILD=$b $b/cpu/bin/nn_train && env -u LD_LIBRARY_PATH ldd $b/cpu/bin/nn_train && env -u LD_LIBRARY_PATH $b/cpu/bin/nn_train --help >/dev/null && make BUILD=$b run RUN_ARGS='$TRAIN_ARGS'" &&
