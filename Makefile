@@ -9,6 +9,8 @@
 # Variables: CXX MPICXX NVCC CUDA_HOME CUDA_ARCH USE_DOUBLE=1 DEBUG=1 SANITIZE=1 NP_LIST DNNL
 #   CPPFLAGS LDFLAGS and <DEP>_ROOT (build/deps.mk, written by .ci/deps.sh: where each
 #   dependency is; each target checks only the dependencies it uses: the .need-ROLE stamps).
+#   NCCL (--comm nccl, the CUDA build only, optional): NCCL_ROOT / EBROOTNCCL, pkg-config, or
+#   pip's nvidia-nccl-cu<N> wheel (VIRTUAL_ENV, the user's site-packages, $(BUILD)/pip).
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := all
@@ -184,12 +186,27 @@ $(NVTX_RECORDER): tests/nvtx/nvtx_recorder.cpp | $(call need,toolchain) $(CPU_DI
 
 # ---- CUDA build ----------------------------------------------------------------------
 include make/cuda_arch.mk
-CUDA_CXXFLAGS := $(CXXFLAGS_COMMON) $(or $(DEPS_CUDA_INC),-I$(CUDA_HOME)/include)
+# NCCL (--comm nccl), where build/deps.mk found it: the CUDA build alone compiles with
+# -DNN_HAVE_NCCL and links libnccl (never the emulator build nor the host-only objects). Its -I and
+# -L/rpath come before CUDA's, so that a CUDA with an nccl.h and libnccl of its own does not shadow
+# the NCCL found. Every CUDA object depends on $(CUDA_NCCL_STAMP), rewritten when these flags change.
+CUDA_NCCL_CPP   := $(if $(DEPS_NCCL_VERSION),-DNN_HAVE_NCCL $(DEPS_NCCL_CPP))
+CUDA_NCCL_LD    := $(if $(DEPS_NCCL_VERSION),$(DEPS_NCCL_LD))
+CUDA_NCCL_STAMP := $(CUDA_DIR)/.nccl-flags
+ifneq ($(DEPS_HAVE),)
+  ifneq ($(file <$(CUDA_NCCL_STAMP)),$(strip $(CUDA_NCCL_CPP) $(CUDA_NCCL_LD)))
+    ifneq ($(CUDA_NCCL_CPP)$(wildcard $(CUDA_NCCL_STAMP)),)
+      $(shell mkdir -p $(CUDA_DIR))
+      $(file >$(CUDA_NCCL_STAMP),$(strip $(CUDA_NCCL_CPP) $(CUDA_NCCL_LD)))
+    endif
+  endif
+endif
+CUDA_CXXFLAGS := $(CXXFLAGS_COMMON) $(CUDA_NCCL_CPP) $(or $(DEPS_CUDA_INC),-I$(CUDA_HOME)/include)
 # The dependencies' headers as g++ gets them (-isystem for a prefix, build/deps.mk): nvcc then finds
 # them without CPATH (Spack-style modules) and prints no warnings from their macros (GoogleTest's
 # TEST gave warning #177-D once per test where CPATH made it an ordinary include directory).
 NVCCFLAGS     := -std=c++20 $(if $(filter 1,$(DEBUG)),-G -O0,-O3 -lineinfo) $(DEFS) $(INCLUDES) $(DEPS_CPPFLAGS) $(CPPFLAGS) \
-                 $(or $(DEPS_CUDA_INC),-I$(CUDA_HOME)/include) $(CUDA_GENCODE) -ccbin $(CXX) -MMD -MP \
+                 $(CUDA_NCCL_CPP) $(or $(DEPS_CUDA_INC),-I$(CUDA_HOME)/include) $(CUDA_GENCODE) -ccbin $(CXX) -MMD -MP \
                  -Xcompiler "$(WARN)" $(NVCC_EXTRA)
 # SANITIZE=1 instruments the host-only objects, not the CUDA build: it then compiles its own.
 cuda_objs = $(if $(filter 1,$(SANITIZE)),$(call obj,$(CUDA_DIR),$(1)),$(call objs,$(CUDA_DIR),$(1)))
@@ -199,14 +216,14 @@ CUDA_TEST_OBJ := $(call cuda_objs,$(TEST_SRCS) $(TEST_CU))
 CUDA_LIB      := $(CUDA_DIR)/libnn.a
 CUDA_TRAIN    := $(CUDA_DIR)/bin/nn_train
 CUDA_TESTS    := $(CUDA_DIR)/bin/nn_tests
-CUDA_LDLIBS   := $(or $(DEPS_CUDA_LD),-L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64) -lcublas -lcudart $(LIBS) -lopenblas
+CUDA_LDLIBS   := $(CUDA_NCCL_LD) $(or $(DEPS_CUDA_LD),-L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64) -lcublas -lcudart $(LIBS) -lopenblas
 
-$(CUDA_DIR)/obj/%.o: %.cpp | $(call need,trainer cuda)
+$(CUDA_DIR)/obj/%.o: %.cpp $(wildcard $(CUDA_NCCL_STAMP)) | $(call need,trainer cuda)
 	@mkdir -p $(dir $@)
 	$(call step,CC,cuda,$<)$(MPICXX) $(CUDA_CXXFLAGS) -c $< -o $@
 $(CUDA_DIR)/obj/src/model/cpu_model.o: CUDA_CXXFLAGS += $(CPU_MODEL_OMP)
 
-$(CUDA_DIR)/obj/%.o: %.cu | $(call need,trainer cuda)
+$(CUDA_DIR)/obj/%.o: %.cu $(wildcard $(CUDA_NCCL_STAMP)) | $(call need,trainer cuda)
 	@mkdir -p $(dir $@)
 	$(call step,NVCC,cuda,$<)$(NVCC) $(NVCCFLAGS) -c $< -o $@
 # TF32 tensor-core code (GEMM variant 5, its test, bench/tc_peak.cu) is built as machine code
@@ -290,7 +307,7 @@ all: cpu $(if $(HAVE_NVCC),cuda)
 SETUP_STAMP := $(BUILD)/.setup-done
 setup: $(SETUP_STAMP)
 $(SETUP_STAMP): .ci/setup.sh .ci/deps.sh .ci/deps_lib.sh
-	$(call step,SETUP,,.ci/setup.sh: checking the dependencies)NN_DNNL=$(DNNL) bash .ci/setup.sh
+	$(call step,SETUP,,.ci/setup.sh: checking the dependencies)NN_DNNL=$(DNNL) NN_BUILD=$(BUILD) bash .ci/setup.sh
 	@mkdir -p $(dir $@) && touch $@
 # Targets that need more than the base build depend on setup-COMPONENT (plots, scaling, peer,
 # fuzz, slurm, gpgpusim, multinode): the same script checks and installs that component's part

@@ -5,14 +5,17 @@
 #
 #   bash .ci/deps.sh probe OUT.mk      probe everything, write OUT.mk and OUT.mk's .txt, never fail
 #   bash .ci/deps.sh need ROLE OUT.mk  exit 1 with one line per missing dependency of ROLE
-#                                      (toolchain trainer emulator tests cuda onednn)
+#                                      (toolchain trainer emulator tests cuda onednn nccl)
 #
 # Where a dependency is looked for, first match wins: <NAME>_ROOT, <NAME>_DIR (a prefix, or a
 # CMake config directory below one) and EasyBuild's EBROOT<NAME>; pkg-config; each prefix of
 # CMAKE_PREFIX_PATH; then the compiler's own search (CPATH, LIBRARY_PATH, CPPFLAGS, LDFLAGS,
-# system directories). Every probe compiles and links with exactly the flags the build uses
-# (CPPFLAGS and LDFLAGS included). Every library directory outside the system's gets an rpath
-# (DT_RPATH, so that the libraries' own dependencies are found too): a job needs no LD_LIBRARY_PATH.
+# system directories); NCCL (optional, the CUDA build's) last in the layout of pip's wheel
+# nvidia-nccl-cu<N>, in the site-packages of VIRTUAL_ENV, of the python3 on PATH (the user's too)
+# and OUT.mk's directory's pip/ (make setup's). Every probe compiles and links with exactly the
+# flags the build uses (CPPFLAGS and LDFLAGS included; for NCCL, CUDA's headers and cudart).
+# Every library directory outside the system's gets an rpath (DT_RPATH, so that the libraries'
+# own dependencies are found too): a job needs no LD_LIBRARY_PATH.
 set -uo pipefail
 . "$(dirname "$0")/deps_lib.sh"
 

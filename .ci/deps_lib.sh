@@ -26,6 +26,7 @@ role_users() {
     tests) echo "the gtest suite (make test, make cpu)" ;;
     cuda) echo "the CUDA build (make cuda; make trainer where nvcc exists)" ;;
     onednn) echo "--cpu-gemm onednn (DNNL=1); by default the build leaves it out" ;;
+    nccl) echo "--comm nccl (the CUDA build); without it the build leaves it out" ;;
   esac
 }
 role_deps() {
@@ -36,6 +37,7 @@ role_deps() {
     tests) echo "gtest" ;;
     cuda) echo "cuda" ;;
     onednn) echo "onednn" ;;
+    nccl) echo "nccl" ;;
     *) return 1 ;;
   esac
 }
@@ -47,13 +49,14 @@ is_system_dir() {
 # Canonical directory (symbolic links and .. resolved), or the argument as it is.
 canon() { (cd "$1" 2>/dev/null && pwd -P) || echo "$1"; }
 
-# compiles HEADER with CPPFLAGS, then links LIBS with LDFLAGS; 0 when both work.
+# compiles HEADER with CPPFLAGS, then links LIBS with LDFLAGS; 0 when both work. TRY_CPP and
+# TRY_LD (CUDA's include directory and cudart, for NCCL) come after them, TRY_BODY is main's body.
 try_build() {  # try_build HEADER CPP LD LIBS
   local tmp rc=0 cpp=() ld=() libs=() ucpp=() uld=()
-  read -r -a cpp <<<"$2"; read -r -a ld <<<"$3"; read -r -a libs <<<"$4"
+  read -r -a cpp <<<"$2 ${TRY_CPP:-}"; read -r -a ld <<<"$3"; read -r -a libs <<<"$4 ${TRY_LD:-}"
   read -r -a ucpp <<<"${CPPFLAGS:-}"; read -r -a uld <<<"${LDFLAGS:-}"
   tmp=$(mktemp -d)
-  printf '#include <%s>\nint main() { return 0; }\n' "$1" >"$tmp/t.cpp"
+  printf '#include <%s>\nint main() { %s return 0; }\n' "$1" "${TRY_BODY:-}" >"$tmp/t.cpp"
   "$CXX" -std=c++20 "${ucpp[@]}" "${cpp[@]}" "$tmp/t.cpp" -o "$tmp/t" "${uld[@]}" "${ld[@]}" "${libs[@]}" >/dev/null 2>&1 || rc=1
   rm -rf "$tmp"
   return "$rc"
@@ -99,7 +102,7 @@ compiler_lib_dir() {
 # Where the compiler found a header on its own (CPATH, CPPFLAGS, its defaults).
 compiler_header_dir() {
   local ucpp=() f
-  read -r -a ucpp <<<"${CPPFLAGS:-}"
+  read -r -a ucpp <<<"${CPPFLAGS:-} ${TRY_CPP:-}"
   f=$(printf '#include <%s>\n' "$1" | "$CXX" -std=c++20 "${ucpp[@]}" -x c++ -M - 2>/dev/null | tr ' \\' '\n\n' | grep -m1 "/$1\$")
   [ -n "$f" ] && canon "${f%/"$1"}"
 }
@@ -220,6 +223,82 @@ check_cuda() {
   LINE=${LINE% sm_)}")"
 }
 
+# ---- NCCL (optional, the CUDA build's --comm nccl): the table's places, then pip's wheel ----
+# NVIDIA's wheel (pip install [--user] nvidia-nccl-cu<CUDA major>): <site>/nvidia/nccl/include/
+# nccl.h and lib/libnccl.so.2 (no libnccl.so: linked as -l:libnccl.so.2), looked for in the
+# site-packages of an active venv, of the python3 on PATH (the user's included) and in
+# $(BUILD)/pip (make setup's). nccl.h includes cuda_runtime.h: every probe compiles with
+# CUDA's include directory and links cudart too.
+NCCL_PROBE='int v = 0; if (ncclGetVersion(&v) != ncclSuccess) return 1;'
+nccl_sites() {  # nccl_sites BUILD_DIR: candidate site-packages directories, one a line
+  local py
+  [ -z "${VIRTUAL_ENV:-}" ] || compgen -G "$VIRTUAL_ENV/lib/python3*/site-packages"
+  py=$(command -v python3 2>/dev/null) &&
+    "$py" -c 'import site; print(*site.getsitepackages(), sep="\n"); print(site.getusersitepackages())' 2>/dev/null
+  echo "$1/pip"
+}
+nccl_version() {  # nccl_version HEADER: x.y.z from NCCL_MAJOR/MINOR/PATCH
+  sed -n 's/^#define NCCL_\(MAJOR\|MINOR\|PATCH\) *\([0-9]*\).*/\2/p' "$1" | head -3 | paste -sd.
+}
+# Sets NCCL_CPP NCCL_LD NCCL_WHERE NCCL_VER, or returns 1 with LINE saying why.
+find_nccl() {
+  local hdr v d
+  TRY_CPP="$CUDA_INC" TRY_LD="$(ld_for_dirs $CUDA_LIBDIRS) -lcudart" TRY_BODY=$NCCL_PROBE
+  if find_dep nccl nccl.h -lnccl nccl NCCL NCCL; then
+    hdr=$(awk '{print $2}' <<<"$FOUND_CPP"); [ -n "$hdr" ] || hdr=$(compiler_header_dir nccl.h)
+    # -I, ahead of CUDA's include directory in the build (a CUDA that has an nccl.h of its own).
+    NCCL_CPP=${FOUND_CPP//-isystem /-I} NCCL_LD="$FOUND_LD -lnccl" NCCL_WHERE=$FOUND_WHERE
+    d=$(tr ' ' '\n' <<<"$FOUND_LD" | sed -n 's/^-L//p' | head -1)  # the wheel's: no libnccl.so
+    [ -z "$d" ] || [ -e "$d/libnccl.so" ] || [ ! -e "$d/libnccl.so.2" ] || NCCL_LD="$FOUND_LD -l:libnccl.so.2"
+    if [ "-I$hdr" = "${CUDA_INC%% *}" ] || [ "$hdr" = "$(canon "$CUDA_HOME_FOUND/include")" ]; then
+      NCCL_CPP='' NCCL_WHERE="$hdr, CUDA's own"
+    fi
+    NCCL_VER=$(nccl_version "${hdr:-/usr/include}/nccl.h")
+  elif [ -n "$FOUND_WHERE" ]; then
+    LINE="$FOUND_WHERE"
+    # NCCL_ROOT=<site-packages>/nvidia/nccl: the wheel's prefix, libnccl.so.2 without libnccl.so.
+    for v in NCCL_ROOT NCCL_DIR EBROOTNCCL; do
+      d=${!v:-}; [ -n "$d" ] && [ -e "$d/include/nccl.h" ] && [ -e "$d/lib/libnccl.so.2" ] || continue
+      d=$(canon "$d") NCCL_CPP="-I$d/include" NCCL_LD="$(ld_for_dirs "$d/lib") -l:libnccl.so.2"
+      try_build nccl.h "$NCCL_CPP" "$NCCL_LD" "" || break
+      NCCL_WHERE="$d ($v)" NCCL_VER=$(nccl_version "$d/include/nccl.h"); break
+    done
+  else find_nccl_wheel "$1"
+  fi
+  TRY_CPP='' TRY_LD='' TRY_BODY=''
+  [ -n "${NCCL_WHERE:-}" ]
+}
+find_nccl_wheel() {  # find_nccl_wheel BUILD_DIR: the first wheel for nvcc's CUDA major that links
+  local s d cu dist mism='' major=${CUDA_VERSION%%.*}
+  LINE=''
+  while read -r s; do
+    d=$s/nvidia/nccl
+    [ -e "$d/include/nccl.h" ] && [ -e "$d/lib/libnccl.so.2" ] || continue
+    d=$(canon "$d")
+    dist=$({ compgen -G "$s/nvidia_nccl_cu${major}-*.dist-info" || compgen -G "$s/nvidia_nccl_cu*-*.dist-info"; } | head -1)
+    cu=$(sed -n 's/.*nvidia_nccl_cu\([0-9]*\)-.*/\1/p' <<<"${dist##*/}")
+    if [ -n "$cu" ] && [ "$cu" != "$major" ]; then
+      mism="nvidia-nccl-cu$cu is built for CUDA $cu, nvcc is CUDA $major: pip install nvidia-nccl-cu$major ($s)"; continue
+    fi
+    NCCL_CPP="-I$d/include" NCCL_LD="$(ld_for_dirs "$d/lib") -l:libnccl.so.2"
+    if try_build nccl.h "$NCCL_CPP" "$NCCL_LD" ""; then
+      dist=${dist##*/}; NCCL_WHERE="$d (pip wheel ${dist%.dist-info})" NCCL_VER=$(nccl_version "$d/include/nccl.h"); break
+    fi
+    LINE="$d: nccl.h found, but compiling or linking libnccl.so.2 with cudart failed"
+  done < <(nccl_sites "$1" | awk 'NF && !($0 in s) {s[$0]; print}')
+  [ -n "${NCCL_WHERE:-}" ] || LINE=${LINE:-$mism}
+}
+# Reports nccl's line: found, or off (why, and how to get it).
+check_nccl() {
+  NCCL_CPP='' NCCL_LD='' NCCL_WHERE='' NCCL_VER=''
+  if [ "$1" != 0 ]; then report nccl off nccl "no CUDA build to use it (--comm nccl refused)"
+  elif find_nccl "$2"; then report nccl found nccl "$NCCL_WHERE (NCCL $NCCL_VER)"
+  elif [[ $LINE == nvidia-nccl-cu* ]]; then report nccl off nccl "$LINE; built without it (--comm nccl refused)"
+  else
+    report nccl off nccl "${LINE:-not found}: built without it (--comm nccl refused; module load nccl, NCCL_ROOT=PREFIX, or pip install --user nvidia-nccl-cu${CUDA_VERSION%%.*})"
+  fi
+}
+
 # ---- probe: every dependency, one line each; OUT.mk and OUT.mk.txt ----
 DEPS_LINES=()
 report() {  # report NAME STATUS ROLE TEXT
@@ -266,6 +345,7 @@ deps_probe() {
     2) report cuda off cuda "$LINE" ;;
     *) report cuda missing cuda "$LINE" ;;
   esac
+  check_nccl "$st" "$(dirname "$out")"
   {
     echo "# Written by .ci/deps.sh probe (make remakes it when the environment or the script changes)."
     echo "DEPS_HAVE := ${have[*]}"
@@ -279,6 +359,9 @@ deps_probe() {
     echo "DEPS_CUDA_LD := $(ld_for_dirs $CUDA_LIBDIRS)"
     echo "DEPS_CUDA_ARCHS := $CUDA_ARCHS"
     echo "DEPS_NVTX := $NVTX_FOUND"
+    echo "DEPS_NCCL_CPP := $NCCL_CPP"
+    echo "DEPS_NCCL_LD := $NCCL_LD"
+    echo "DEPS_NCCL_VERSION := $NCCL_VER"
   } >"$out.tmp"
   printf '%s\n' "${DEPS_LINES[@]}" >"$out.txt"
   mv "$out.tmp" "$out"

@@ -9,6 +9,10 @@
 #   bash .ci/setup.sh [--check | --auto] [COMPONENT...]
 #
 # --auto (make, before probing): install as root on Debian, else do nothing; never fails.
+# NCCL (optional, the CUDA build's --comm nccl), where nvcc exists and .ci/deps.sh finds none: PyPI's
+# nvidia-nccl-cu<nvcc's CUDA major> by pip install --target $NN_BUILD/pip (no root, no venv: where
+# .ci/deps.sh looks; about 200 MB), once; root or not, but not with --check, nor as a non-root
+# --auto, nor with NN_NCCL_PIP=0. Offline or without pip: one line, and the build goes on without it.
 # No component: `base`, what `make` builds with. The optional components, each for the make
 # targets that need more than the base build (the Makefile runs them through the stamps
 # $(BUILD)/.setup-COMPONENT, `make setup-COMPONENT`):
@@ -129,12 +133,14 @@ deb_of() {
     boost_context) echo libboost-context-dev ;; onednn) echo libdnnl-dev ;;
   esac
 }
-DEPS_REPORT=''
+DEPS_REPORT='' NCCL_STATE='' CUDA_MAJOR=''
 check_base() {
   local tmp name st line pkgs
   tmp=$(mktemp -d)
   CXX=$CXX MPICXX=$MPICXX DNNL=${NN_DNNL:-auto} bash "$(dirname "$0")/deps.sh" probe "$tmp/deps.mk" >/dev/null
   DEPS_REPORT=$(cut -d'|' -f3- "$tmp/deps.mk.txt")
+  NCCL_STATE=$(grep -m1 '^nccl|' "$tmp/deps.mk.txt" | cut -d'|' -f2)
+  CUDA_MAJOR=$(sed -n 's/^DEPS_CUDA_VERSION := \([0-9]*\).*/\1/p' "$tmp/deps.mk")
   while IFS='|' read -r name st line; do
     pkgs=$(deb_of "$name")
     [ -n "$pkgs" ] || continue
@@ -148,6 +154,25 @@ check_base() {
   rm -rf "$tmp"
   # Offline data: Debian ships Fashion-MNIST in IDX format (make data falls back to it).
   need dataset-fashion-mnist "Fashion-MNIST (offline data)"     test -d /usr/share/datasets/fashion-mnist
+}
+# PyPI's NCCL wheel for nvcc's CUDA into $NN_BUILD/pip (see the header); never fails.
+install_nccl() {
+  local dir=${NN_BUILD:-build}/pip pkg
+  pkg=nvidia-nccl-cu$CUDA_MAJOR
+  [ "${NN_NCCL_PIP:-1}" != 0 ] && [ -n "$CUDA_MAJOR" ] && [ "$NCCL_STATE" != found ] || return 0
+  if compgen -G "$dir/nvidia_nccl_cu$CUDA_MAJOR-*.dist-info" >/dev/null && [ -e "$dir/nvidia/nccl/include/nccl.h" ]; then return 0; fi
+  if ! python3 -m pip --version >/dev/null 2>&1; then
+    echo "$tag nccl: no pip for python3 (apt-get install python3-pip, or pip install --user $pkg): the CUDA build goes on without NCCL (--comm nccl refused)"
+    return 0
+  fi
+  echo "$tag nccl: pip install $pkg into $dir (about 200 MB, once)"
+  if PIP_ROOT_USER_ACTION=ignore python3 -m pip install -q --disable-pip-version-check --no-deps --upgrade \
+      --timeout 20 --retries 1 --target "$dir" "$pkg" >"${TMPDIR:-/tmp}/nn-setup-nccl.log" 2>&1; then
+    echo "$tag nccl: $(compgen -G "$dir/nvidia_nccl_cu$CUDA_MAJOR-*.dist-info" | head -1 | sed 's#.*/##; s#\.dist-info$##') in $dir"
+  else
+    echo "$tag nccl: pip could not install $pkg (offline? $(tail -1 "${TMPDIR:-/tmp}/nn-setup-nccl.log" | cut -c1-120)): the CUDA build goes on without NCCL (--comm nccl refused)"
+  fi
+  return 0
 }
 check_plots() {
   if [ "$PY" = /usr/bin/python3 ]; then need python3 "python3" have_cmd "$PY"; fi
@@ -262,6 +287,7 @@ if [ -n "$auto" ]; then
   { [ "$(id -u)" -eq 0 ] && have_cmd apt-get; } || exit 0
 fi
 check_all
+[ -n "$check_only" ] || [[ " ${selected[*]} " != *" base "* ]] || install_nccl
 [ ${#missing_pkgs[@]} -eq 0 ] && [ ${#missing_manual[@]} -eq 0 ] && exit 0
 [ -n "$auto" ] && only_optional && ! have_cmd apt-get && exit 0
 

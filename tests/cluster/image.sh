@@ -4,8 +4,12 @@
 # /opt/<name>/<version> prefixes (moved out of /usr after apt-get installed them), each with two
 # modulefiles: /opt/modules/easybuild (CPATH, LIBRARY_PATH, LD_LIBRARY_PATH) and /opt/modules/spack
 # (PATH, PKG_CONFIG_PATH, CMAKE_PREFIX_PATH), the styles of those two tools' generated modules.
-# Root; needs the Debian mirror once: packages cached in ~/.cache/nn-cluster/debs, the finished
-# root in ~/.cache/nn-cluster/root-<hash of this script>. Used by tests/cluster/run.sh.
+# NCCL: PyPI's nvidia-nccl-cu13 wheel (fetched with the host's pip into ~/.cache/nn-cluster/wheels),
+# laid out as an EasyBuild-style prefix /opt/nccl/<version> (include/, lib/ with a libnccl.so link;
+# its module sets EBROOTNCCL) and kept in /opt/wheels for `pip install --user` (python3-pip is in
+# the image). Root; needs the Debian mirror and PyPI once: packages cached in
+# ~/.cache/nn-cluster/debs, the finished root in ~/.cache/nn-cluster/root-<hash of this script>.
+# Used by tests/cluster/run.sh.
 #
 #   bash tests/cluster/image.sh     prints the root's path (builds it when missing)
 set -euo pipefail
@@ -24,7 +28,7 @@ debootstrap --variant=minbase --cache-dir="$CACHE/debs" bookworm "$ROOT.tmp" "$M
 
 # Packages: the toolchain and Lmod stay in /usr (a cluster's base system); the libraries below
 # go to /opt after installation. Open MPI stays Debian's: its wrappers are not relocatable.
-BASE=(g++ make python3 lmod openmpi-bin libopenmpi-dev pkg-config procps file git)
+BASE=(g++ make python3 python3-pip lmod openmpi-bin libopenmpi-dev pkg-config procps file git)
 declare -A MOVE=(
   [armadillo/11.4.2]="libarmadillo-dev libarmadillo11"
   [openblas/0.3.21]="libopenblas-dev libopenblas-pthread-dev"
@@ -121,6 +125,22 @@ sed -i 's#/opt/cuda/13.0/lib"#/opt/cuda/13.0/lib64"#' "$ROOT.tmp/opt/modules/eas
 modulefile spack cuda/13.0 'prepend_path("PATH", "/opt/cuda/13.0/bin")
 setenv("CUDA_HOME", "/opt/cuda/13.0")'
 mkdir -p "$ROOT.tmp/opt/cuda/13.0"
+
+# NCCL from PyPI's wheel (CUDA 13, as the cuda module): an EasyBuild-style prefix and the wheel.
+mkdir -p "$CACHE/wheels"
+whl=$(compgen -G "$CACHE/wheels/nvidia_nccl_cu13-*.whl" | head -1) || {
+  say "pip download nvidia-nccl-cu13 (about 200 MB) into $CACHE/wheels"
+  python3 -m pip download -q --no-deps -d "$CACHE/wheels" nvidia-nccl-cu13 >&2
+  whl=$(compgen -G "$CACHE/wheels/nvidia_nccl_cu13-*.whl" | head -1)
+}
+v=$(basename "$whl" | sed -n 's/^nvidia_nccl_cu13-\([0-9.]*\)-.*/\1/p')
+nccl=$ROOT.tmp/opt/nccl/$v
+mkdir -p "$nccl" "$ROOT.tmp/opt/wheels" && cp "$whl" "$ROOT.tmp/opt/wheels/"
+python3 -m zipfile -e "$whl" "$nccl.unpacked"
+mv "$nccl.unpacked/nvidia/nccl/include" "$nccl.unpacked/nvidia/nccl/lib" "$nccl/" && rm -rf "$nccl.unpacked"
+ln -s libnccl.so.2 "$nccl/lib/libnccl.so"
+modulefile easybuild "nccl/$v" "setenv(\"EBROOTNCCL\", \"/opt/nccl/$v\")"
+modulefile spack "nccl/$v"
 
 chroot "$ROOT.tmp" useradd -m -s /bin/bash nnuser
 umount "$ROOT.tmp/var/cache/apt/archives" "$ROOT.tmp/proc"

@@ -4,7 +4,10 @@
 # of HEAD, once per module style (easybuild: CPATH/LIBRARY_PATH/LD_LIBRARY_PATH; spack: PATH,
 # PKG_CONFIG_PATH, CMAKE_PREFIX_PATH). In each: a module left unloaded gives the one-line answer;
 # the CUDA and the CPU trainer build and start without LD_LIBRARY_PATH; make run trains; the gtest
-# suite passes at one rank. Root (chroot, mounts). Prints `cluster: N passed, M failed`.
+# suite passes at one rank. The CUDA trainer links NCCL: from its EasyBuild-style module
+# (EBROOTNCCL) in the easybuild pass, from PyPI's wheel installed with `pip install --user` in the
+# spack pass; the cuda module's toolkit is the host's without its own NCCL (as the two tools' CUDA
+# modules: NCCL is a module of its own). Root (chroot, mounts). Prints `cluster: N passed, M failed`.
 #
 #   bash tests/cluster/run.sh     CLUSTER_STYLES='easybuild spack' CLUSTER_CUDA_ARCH=80
 set -uo pipefail
@@ -31,7 +34,19 @@ mount -t proc proc "$ROOT/proc" && mounts+=("$ROOT/proc")
 bind /dev "$ROOT/dev"
 bind /dev/shm "$ROOT/dev/shm"
 bind /sys "$ROOT/sys" ro # hwloc (Open MPI) reads the CPU topology there
-[ -n "$cuda" ] && bind "$cuda" "$ROOT/opt/cuda/13.0" ro
+# The host's toolkit at /opt/cuda/13.0-full; /opt/cuda/13.0 (the cuda module's) links to all of it
+# but an NCCL of its own (nccl*.h, libnccl*), which some toolkits carry.
+cudamod=$ROOT/opt/cuda/13.0
+if [ -n "$cuda" ]; then
+  mkdir -p "$ROOT/opt/cuda/13.0-full" && bind "$cuda" "$ROOT/opt/cuda/13.0-full" ro
+  rm -rf "$cudamod" && mkdir -p "$cudamod/include" "$cudamod/lib"
+  for e in "$cuda"/* "$cuda"/include/* "$cuda"/lib/*; do
+    rel=${e#"$cuda"/}
+    case $rel in include | lib | lib64 | include/nccl* | lib/libnccl*) continue ;; esac
+    ln -s "/opt/cuda/13.0-full/$rel" "$cudamod/$rel"
+  done
+  ln -s lib "$cudamod/lib64"
+fi
 
 # A fresh clone, and the user's own IDX files (Fashion-MNIST copied in by hand: the node is offline).
 home=$ROOT/home/nnuser
@@ -42,6 +57,7 @@ mkdir -p "$home/nn/data/mnist"
 src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 [ -s "$src/train-images-idx3-ubyte.gz" ] || src=$(readlink -f data/current)
 cp "$src"/*-ubyte* "$home/nn/data/mnist/" || { fail "no IDX files to copy in ($src)"; finish; }
+rm -rf "$home/.local"  # the spack pass's pip install --user starts from nothing
 chroot "$ROOT" chown -R nnuser:nnuser /home/nnuser
 echo "cluster: login node $ROOT, a fresh clone of $rev and the IDX files ready ($((SECONDS - t0)) s)"
 
@@ -55,6 +71,11 @@ as_user() {  # as_user STYLE LOG SCRIPT: bash as nnuser with Lmod and the style'
 }
 TRAIN_ARGS='--epochs 1 --train-size 2000 --test-size 500 --hidden 32'
 CUDA_TEST_OBJ=cuda/obj/tests/sim/test_sim_runtime.o
+# shellcheck disable=SC2016  # run by nnuser's shell, with B its build directory
+NCCL_PROBE='f() { sed -n "s/^$1 := //p" "$B/deps.mk"; }
+  printf "#include <nccl.h>\nint main() { int v = 0; return ncclGetVersion(&v); }\n" >"$B/nccl_probe.cpp" &&
+  g++ "$B/nccl_probe.cpp" $(f DEPS_NCCL_CPP) $(f DEPS_CUDA_INC) -o "$B/nccl_probe" $(f DEPS_NCCL_LD) $(f DEPS_CUDA_LD) -lcudart &&
+  env -u LD_LIBRARY_PATH ldd "$B/nccl_probe"'
 for style in $STYLES; do
   b=build-$style log=$OUT/$style
   base="module load armadillo openblas zlib cli11 nlohmann_json"
@@ -65,10 +86,20 @@ for style in $STYLES; do
      ! grep -q 'CC  ' "$log-unloaded.log"; then
     pass "[$style] googletest unloaded: make $b/cpu/bin/nn_tests stops at once: $(grep -m1 '^deps: gtest' "$log-unloaded.log" | cut -c1-110)..."
   else fail "[$style] googletest unloaded: exit $rc, no one-line answer before compiling ($log-unloaded.log)"; fi
-  # 2. The CUDA trainer (make trainer with nvcc: no Boost, no GoogleTest loaded), no LD_LIBRARY_PATH.
-  if as_user "$style" "$log-cuda.log" "$base cuda; make BUILD=$b CUDA_ARCH=$ARCH trainer && env -u LD_LIBRARY_PATH ldd $b/cuda/bin/nn_train && env -u LD_LIBRARY_PATH $b/cuda/bin/nn_train --help >/dev/null"; then
+  # 2. The CUDA trainer (make trainer with nvcc: no Boost, no GoogleTest loaded), no LD_LIBRARY_PATH,
+  # with NCCL: easybuild, its module (EBROOTNCCL); spack, the wheel by pip install --user (Debian's
+  # python3 is externally managed; a cluster's python module is not: PIP_BREAK_SYSTEM_PACKAGES).
+  if [ "$style" = easybuild ]; then nccl="module load nccl;" where='/opt/nccl/[0-9.]* (EBROOTNCCL)' nlib='/opt/nccl/'
+  else nccl="PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q --user --no-index --no-deps /opt/wheels/nvidia_nccl_cu13-*.whl &&"
+    where='/home/nnuser/.local/lib/python3[0-9.]*/site-packages/nvidia/nccl (pip wheel nvidia_nccl_cu13-' nlib='/home/nnuser/.local/'; fi
+  # nn_train takes libnccl only where its code calls NCCL (the linker drops an unused library): a
+  # probe calling ncclGetVersion, linked with build/deps.mk's flags, shows where the loader finds it.
+  if as_user "$style" "$log-cuda.log" "$base cuda; $nccl make BUILD=$b CUDA_ARCH=$ARCH trainer && env -u LD_LIBRARY_PATH ldd $b/cuda/bin/nn_train && env -u LD_LIBRARY_PATH $b/cuda/bin/nn_train --help >/dev/null && B=$b; $NCCL_PROBE"; then
+    nccl_libs=$(grep -o 'libnccl[.]so[.]2 => [^ ]*' "$log-cuda.log" | sort -u)
     if grep -q '=> not found' "$log-cuda.log"; then fail "[$style] CUDA trainer: ldd finds a library missing without LD_LIBRARY_PATH: $(grep -m3 '=> not found' "$log-cuda.log" | tr -s ' \t\n' ' ')"
-    else pass "[$style] make trainer: the CUDA nn_train (sm_$ARCH) built with Boost and GoogleTest unloaded; ldd resolves all $(grep -c '=> /' "$log-cuda.log") libraries and it starts without LD_LIBRARY_PATH"; fi
+    elif ! grep -q "^deps: nccl *found: $where" "$log-cuda.log" || [ -z "$nccl_libs" ] || grep -qv "=> $nlib" <<<"$nccl_libs"; then
+      fail "[$style] CUDA trainer: NCCL not found or not linked from $nlib: $(grep -m1 '^deps: nccl' "$log-cuda.log"); ${nccl_libs:-libnccl.so.2 in no ldd output}"
+    else pass "[$style] make trainer: the CUDA nn_train (sm_$ARCH) built with Boost and GoogleTest unloaded; ldd resolves all $(grep -c '=> /' "$log-cuda.log") libraries and it starts without LD_LIBRARY_PATH; $(grep -m1 '^deps: nccl' "$log-cuda.log" | tr -s ' '); $nccl_libs"; fi
   else fail "[$style] make trainer (CUDA): $(tail -3 "$log-cuda.log" | tr '\n' ' ')"; fi
   # 3. The CPU trainer and make run (cuda unloaded: make run builds the emulator build's trainer).
   if as_user "$style" "$log-run.log" "$base boost; make BUILD=$b $b/cpu/bin/nn_train && env -u LD_LIBRARY_PATH ldd $b/cpu/bin/nn_train && env -u LD_LIBRARY_PATH $b/cpu/bin/nn_train --help >/dev/null && make BUILD=$b run RUN_ARGS='$TRAIN_ARGS'" &&
