@@ -67,8 +67,7 @@ def vm_rows(par):
 
 def epyc_rows(par):
     """The AMD EPYC VM's --exact off rows of exact/cost.csv at 2 ranks (--device cpu, one thread a
-    rank on a core of its own, node-shared), on the parts measured on that VM
-    (bench/results/cpu-2026-12-05-scaling)."""
+    rank on a core of its own, node-shared), on the parts measured on that VM (sf.VM_EPYC)."""
     if "vm_epyc" not in par or not os.path.exists(EXACT):
         return []
     out = []
@@ -82,8 +81,8 @@ def epyc_rows(par):
 
 
 def epyc_study_why(par):
-    """Why the AMD EPYC VM's scaling study of 2026-11-23 is left out, with its one-rank
-    forward+backward against the compute measured on that VM on 2026-12-05."""
+    """Why the AMD EPYC VM's scaling study (EPYC_STUDY) is left out, with its one-rank
+    forward+backward against the compute measured on that VM since (sf.VM_EPYC)."""
     path = os.path.join(EPYC_STUDY, "scaling.csv")
     if "vm_epyc" not in par:
         return "the AMD EPYC 2-core VM: none of its parts was measured (no inputs), and the code predates node-shared weights"
@@ -91,7 +90,7 @@ def epyc_study_why(par):
                    for r in sf.read_csv(path) if r["p"] == "1" and r["strategy"] == "allreduce"}, key=lambda x: -x[1])
     cmp = ", ".join("%d:%d %.2f ms against %.2f, %.2fx" % (h, b, t, c / 1e3, 1e3 * t / c)
                     for h, b, t in ones for c in [sm.compute_time(par["vm_epyc"], h, b, "cpu")])
-    return ("its code ran the GEMMs in OpenBLAS (oneDNN is the default since 2026-11-26, 7695aab) and predates "
+    return ("its code ran the GEMMs in OpenBLAS (oneDNN is the default since 7695aab) and predates "
             "node-shared weights: one rank's forward+backward then was not the compute measured on this VM now "
             "(%s), and the model has no parts for that code" % cmp)
 

@@ -68,7 +68,7 @@ quick() {
   run 0 "bench/scaling_model.py pipeline" "1024:3000, P=2, --comm host: [0-9]+ us a step in one piece"
   run 0 "bench/scaling_model.py table --allreduce-scale 0.25"
   run 0 "bench/scaling_model.py step --hidden 1024 --batch 3000 --ranks 8 --config nccl"
-  # exits non-zero (make: 2) while the two --strategy ps misses on the VM stand, not understood,
+  # exits non-zero (make: 2) while the two --strategy ps misses on the loaded Intel VM stand, not understood,
   # with what their runs show printed beside them (docs/scaling.md)
   run 2 "make scaling-check" 'multi-rank runs checked'
   run 0 "bench/scaling_model.py verdict"
