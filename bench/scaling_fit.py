@@ -6,9 +6,10 @@ against every run there is (docs/scaling.md; the model: bench/scaling_model.py).
     bench/scaling_fit.py check [--markdown]           # predicted vs measured, with % error
     bench/scaling_fit.py summarize DIR OUT.csv        # bench/scaling_parts.sh's runs, one row each
 
-Inputs (committed results folders, named below as H200, H200_27 and VM): the exchange's parts on
-the H200 machine, the trainer at 1-16 CPU ranks and 1-4 ranks sharing its GPU (H200); one GPU's
-step at the four shapes (H200_27); this 2-core VM's parts and 1-2 rank runs (VM); and each
+Inputs (committed results folders, named below as H200, H200_27, VM and VM_EPYC): the exchange's
+parts on the H200 machine, the trainer at 1-16 CPU ranks and 1-4 ranks sharing its GPU (H200); one
+GPU's step at the four shapes (H200_27); each 2-core VM's parts and 1-2 rank runs (VM: the Intel
+Xeon VM, machine "vm"; VM_EPYC: the AMD EPYC VM, machine "vm_epyc"); and each
 --gpu-session DIR, the logs of tests/cuda/gpu_session.sh's scalcal_* steps, which add measured
 points (the per-rank compute at B/P, the host all-reduce at more sizes, copies, runs sharing the
 GPU) and replace the estimates they cover. Standard library only.
@@ -29,7 +30,10 @@ import scaling_model as sm  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 H200 = os.path.join(ROOT, "bench/results/h200-2026-11-28")
 H200_27 = os.path.join(ROOT, "bench/results/h200-2026-11-27/call4")
-VM = os.path.join(ROOT, "bench/results/cpu-2026-11-28-scaling")
+VM = os.path.join(ROOT, "bench/results/cpu-2026-11-28-scaling")          # the Intel Xeon 2-core VM
+VM_EPYC = os.path.join(ROOT, "bench/results/cpu-2026-12-05-scaling")     # the AMD EPYC 2-core VM
+# The 2-core VMs measured with bench/scaling_parts.sh: their key in scaling_params.json's machines.
+VMS = (("vm", VM), ("vm_epyc", VM_EPYC))
 # The second H200 call's separate-kernel steps (--fused off: no persistent step, no PDL), always
 # used; its scalcal_gpu_* steps ran the persistent step or PDL on, not the fused step of a rank
 # among P, so they are left out of the fit (tests/cuda/gpu_session.sh now runs them as described).
@@ -419,18 +423,19 @@ def h200_params(sessions):
     return par
 
 
-def vm_params():
-    rows = parts_rows([os.path.join(VM, "exchange_parts.csv")])
-    runs = read_csv(os.path.join(VM, "runs_summary.csv"))
+def vm_params(vm=VM):
+    """A 2-core VM's parts, all from its own bench/scaling_parts.sh folder (nothing from its runs)."""
+    rows = parts_rows([os.path.join(vm, "exchange_parts.csv")])
+    runs = read_csv(os.path.join(vm, "runs_summary.csv"))
     cpu = cpu_compute_points(runs)
-    machine = open(os.path.join(VM, "machine.txt")).read().strip().replace("\n", "; ")
+    machine = open(os.path.join(vm, "machine.txt")).read().strip().replace("\n", "; ")
     return {
         "label": "the 2-core development VM (%s)" % machine,
         "reduce": fit_reduce(rows),
         "shm": fit_shm(rows, 2, "2 ranks, one a core"),
-        "compute": {"cpu": compute_table(cpu, rel(VM) + "/runs_summary.csv (lone runs: forward+backward, 1 core)",
+        "compute": {"cpu": compute_table(cpu, rel(vm) + "/runs_summary.csv (lone runs: forward+backward, 1 core)",
                                          "between measured b: linear; beyond: t0(H) + c(H) b"),
-                    "cpu_corun": compute_table(cpu_compute_points(runs, ("corun",)), rel(VM) + "/runs_summary.csv "
+                    "cpu_corun": compute_table(cpu_compute_points(runs, ("corun",)), rel(vm) + "/runs_summary.csv "
                                                "(corun: 2 one-rank runs started together, forward+backward)",
                                                "2 ranks' worth of load on the VM's 2 cores")},
     }
@@ -440,8 +445,9 @@ def cmd_fit(a):
     out = {"schema": "nn-scaling-params-1",
            "note": "written by bench/scaling_fit.py fit from the measured parts; docs/scaling.md",
            "machines": {"h200": h200_params(a.gpu_session)}}
-    if os.path.exists(os.path.join(VM, "runs_summary.csv")):
-        out["machines"]["vm"] = vm_params()
+    for key, vm in VMS:
+        if os.path.exists(os.path.join(vm, "runs_summary.csv")):
+            out["machines"][key] = vm_params(vm)
     text = json.dumps(out, indent=1, sort_keys=True)
     # Each innermost list (a point, a residual row) on one line.
     text = re.sub(r"\[\s+([^\[\]{}]*?)\s+\]", lambda m: "[" + " ".join(m.group(1).split()) + "]", text)

@@ -103,7 +103,7 @@ def cpu_panel(par, a):
         ax.set_title("H200 host, %s" % shape, fontsize=10)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
-    vm = [r for r in rows if r["machine"].startswith("VM") and r["ranks"] == 2]
+    vm = [r for r in rows if r["machine"] == sc.VMS[0][2] and r["ranks"] == 2]  # the Intel VM's
     ax = axes[2]
     if vm:
         xs = range(len(vm))
@@ -115,7 +115,7 @@ def cpu_panel(par, a):
         ax.set_yscale("log")
         ax.set_ylabel("us a step")
         ax.legend(fontsize=8)
-    ax.set_title("2-core VM, 2 ranks", fontsize=10)
+    ax.set_title("2-core VM (Intel), 2 ranks", fontsize=10)
     fig.tight_layout(rect=(0, 0, 1, 0.9))
     save(fig, a.out, "scaling_model_cpu.png")
 

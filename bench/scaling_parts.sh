@@ -18,7 +18,9 @@
 #
 #   bench/scaling_parts.sh                          # build/cpu or build/cuda binaries, OUT build/scaling-parts
 #   BIN=/path/to/bin ROUNDS=1 SHAPES="256:100" bench/scaling_parts.sh
-# Environment (defaults): BIN (build/cuda/bin if it has both programs, else build/cpu/bin),
+# Environment (defaults): BIN (build/cuda/bin if it has both programs, else build/cpu/bin; the
+#   emulator build's exchange_parts does not vectorise the reduction y += x: 9x slower than the
+#   trainer's own update on the AMD EPYC VM: its scaling-parts README in bench/results),
 #   OUT=build/scaling-parts, NN_DATA=data/current, SHAPES="256:100 512:800 1024:1000 1024:3000",
 #   NP_RUNS="1 2", NP_PARTS="2", RUNS="allreduce:auto allreduce:off ps:off model:off",
 #   ALGOS="0 3 4 6", ROUNDS=3, EPOCHS=2, REPEATS=100, SIZES=8,4096,65536,262144,814120,1628240,3256360,
