@@ -25,7 +25,7 @@ SCALING_SESSIONS  ?=
 SCALING_GPU        = $(and $(HAVE_NVCC),$(GPU_VISIBLE))
 SCALING_PARAMS     = $(if $(strip $(SCALING_SESSIONS)),$(SCALING_MODEL_OUT)/params.json,bench/scaling_params.json)
 .PHONY: scaling scaling-check scaling-study test-scaling-model
-scaling-check:
+scaling-check: setup
 	$(PYTHON) bench/scaling_check.py
 scaling: setup-scaling
 	@mkdir -p $(SCALING_MODEL_OUT)
