@@ -57,7 +57,17 @@ typedef enum {
   ncclNumTypes = 10
 } ncclDataType_t;
 
-typedef enum { ncclSum = 0, ncclProd = 1, ncclMax = 2, ncclMin = 3, ncclAvg = 4, ncclNumOps = 5 } ncclRedOp_t;
+// ncclMaxRedOp gives the type the range of an int, as NVIDIA's header does (values past ncclNumOps
+// name user-defined operations there): a program may pass any int, and reading it is defined.
+typedef enum {
+  ncclSum = 0,
+  ncclProd = 1,
+  ncclMax = 2,
+  ncclMin = 3,
+  ncclAvg = 4,
+  ncclNumOps = 5,
+  ncclMaxRedOp = 0x7fffffff
+} ncclRedOp_t;
 
 // Library.
 ncclResult_t ncclGetVersion(int* version);
