@@ -5,8 +5,10 @@
 #   bash tests/cuda/gpu_kit.sh [BUILD_CUDA_DIR] [KIT_DIR]   (defaults build/cuda, .gpukit)
 # KIT_DIR/kit.txz (xz: the 36 MB OpenBLAS shrinks to 4) holds:
 #   bin/      nn_tests, nn_train, gemm_bench (and tc_peak) with their debug sections stripped (SASS and PTX kept)
-#   lib/      every shared library they and Open MPI load, except glibc's, the C++ runtime's
-#             and CUDA's own (cudart, cuBLAS come from the GPU machine's toolkit: same major version)
+#   lib/      every shared library they and Open MPI load, except glibc's, the C++ runtime's,
+#             CUDA's own (cudart, cuBLAS come from the GPU machine's toolkit: same major version)
+#             and NCCL's (libnccl.so.2 is over 200 MB; gpu_session.sh finds the machine's own: the
+#             toolkit's, the linker's cache, or the nvidia-nccl wheel PyTorch installs)
 #   ompi/     Open MPI's plugins, help texts, default MCA parameters, orterun and orted, under the
 #             absolute paths this Debian build looks for (tests/cuda/gpu_session.sh links them in)
 #   data/     the IDX files of data/current (the training and test sets, gzip)
@@ -50,7 +52,7 @@ for f in "$stage/ompi/${ompi_tree#/}"/lib/openmpi3/*.so; do
 done
 
 # The shared-library closure of the binaries, orterun/orted and every plugin.
-skip='^(linux-vdso|ld-linux|libc\.|libm\.|libpthread|libdl\.|librt\.|libutil|libresolv|libstdc\+\+|libgcc_s|libcuda\.|libcudart|libcublas|libnvidia)'
+skip='^(linux-vdso|ld-linux|libc\.|libm\.|libpthread|libdl\.|librt\.|libutil|libresolv|libstdc\+\+|libgcc_s|libcuda\.|libcudart|libcublas|libnvidia|libnccl)'
 {
   shopt -s nullglob  # PMIx's plugin folder may not exist
   for f in "$stage"/bin/* /usr/bin/orterun /usr/bin/orted "$stage/ompi/${ompi_tree#/}"/lib/openmpi3/*.so "$pmix_tree"/lib/pmix/*.so; do

@@ -57,8 +57,19 @@ else
     found=$(find /usr /opt -name 'libcublas.so.13' 2>/dev/null | head -1)
     [ -n "$found" ] && cuda_lib=$(dirname "$found")
   fi
+  # NCCL (the kit leaves it out, see gpu_kit.sh): the toolkit's, the linker's cache, the wheel of
+  # the python3 that runs the peers (PyTorch depends on nvidia-nccl-cu12/13), anywhere under /usr, /opt.
+  nccl_lib=
+  for d in "$cuda_lib" $(ldconfig -p 2>/dev/null | awk '/libnccl\.so\.2 .*x86-64/ {print $NF}' | xargs -r -n1 dirname) \
+           $(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null); do
+    [ -n "$d" ] && [ -e "$d/libnccl.so.2" ] && { nccl_lib=$d; break; }
+  done
+  if [ -z "$nccl_lib" ]; then
+    found=$(find /usr /opt -name 'libnccl.so.2' 2>/dev/null | head -1)
+    [ -n "$found" ] && nccl_lib=$(dirname "$found")
+  fi
   # Our libraries only for our programs (never for python3 and PyTorch).
-  KITLD=$R/lib${cuda_lib:+:$cuda_lib}
+  KITLD=$R/lib${cuda_lib:+:$cuda_lib}${nccl_lib:+:$nccl_lib}
   if ! LD_LIBRARY_PATH=$KITLD OMPI_MCA_ess_singleton_isolated=1 "$R/bin/nn_train" --help >/dev/null 2>"$LOGS/compat.log"; then
     KITLD=$KITLD:$R/lib-compat   # the machine's C++ runtime is older than ours
   fi
@@ -78,7 +89,7 @@ else
 
   {
     echo "== machine"; date -u; nvidia-smi; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv
-    nvcc --version 2>&1 | tail -2; echo "cuBLAS from: ${cuda_lib:-not found}"; nproc
+    nvcc --version 2>&1 | tail -2; echo "cuBLAS from: ${cuda_lib:-not found}"; echo "NCCL from: ${nccl_lib:-not found}"; nproc
     echo "== libraries not found"; LD_LIBRARY_PATH=$KITLD ldd "$BIN/nn_tests" "$BIN/nn_train" | grep 'not found' || echo none
     echo "LD_LIBRARY_PATH for ours: $KITLD"; cat "$LOGS/compat.log"; cat /etc/os-release | head -2
   } >"$LOGS/machine.log" 2>&1
