@@ -240,7 +240,9 @@ CUDA_SASS_ONLY := $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(
 # WMMA test and tc_peak use TF32 wmma unguarded and build for the TF32 architectures alone, and so
 # do the second persistent kernel and the emulator's async-copy test (cp.async exists from sm_80;
 # without code for the GPU, the persistent step's plan falls back to the first kernel).
-$(CUDA_DIR)/obj/kernels/gemm/5_tf32x3.o \
+# The fourth persistent kernel (clusters) too: its body exists in sm_90 code alone (older code traps,
+# and its plan refuses a device below 9.0).
+$(CUDA_DIR)/obj/kernels/gemm/5_tf32x3.o $(CUDA_DIR)/obj/kernels/ops/persistent_step4.o \
 $(CUDA_DIR)/obj/kernels/ops/persistent_step.o $(CUDA_DIR)/obj/tests/sim/test_sim_coop.o \
 $(CUDA_DIR)/obj/tests/sim/test_sim_pdl.o: \
   NVCCFLAGS := $(filter-out $(CUDA_GENCODE),$(NVCCFLAGS)) $(CUDA_SASS_ONLY)

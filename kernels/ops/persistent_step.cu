@@ -17,6 +17,7 @@
 #include "gemm/gemm.h"
 #include "ops/layer2_column.h"
 #include "ops/persistent_step2.h"
+#include "ops/persistent_step4.h"
 
 namespace nn {
 namespace {
@@ -291,6 +292,14 @@ void persistent_steps(const PersistentPlan& plan, const PersistentShape<T>& shap
                                 std::to_string(shape.C) + ", H " + std::to_string(shape.H) + ", B " +
                                 std::to_string(shape.B) + ", " + std::to_string(shape.steps) + " steps)");
   if (shape.steps == 0) return;
+  if (plan.variant == 4) {
+    if (plan.units < 4 || shape.H % plan.units != 0 || plan.cluster < 1 ||
+        persist4::layout<T>(plan.tile_d, plan.units, shape.B, plan.jsplit).total > plan.smem)
+      throw std::invalid_argument("persistent_steps: the plan (variant 4) was made for another shape (H " +
+                                  std::to_string(shape.H) + ", B " + std::to_string(shape.B) + ")");
+    persist4::run<T>(plan, shape, images, labels, order, P, scratch, stats, counts, s);
+    return;
+  }
   if (plan.variant == 2) {
     if (shape.H > persist2::kMaxHPerThread * kThreads || plan.tile_h < 4 || plan.tile_h % 4 != 0 ||
         persist2::layout<T>(plan.tile_d, plan.tile_h, shape.B, plan.tiles_per_block, plan.dz_cols, plan.jsplit).total >

@@ -23,6 +23,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include <cuda_runtime.h>
 
@@ -50,6 +51,10 @@ struct PersistentPlan {
   // staged per pass, the dynamic shared memory per block.
   int tiles_per_block = 0, jsplit = 1, copy_bytes = 0, dz_cols = 0;
   std::size_t smem = 0;
+  // Variant 4 (persistent_step4.cu): blocks a cluster (its input slices: slices = cluster, tile_d
+  // the inputs a slice) and hidden units a cluster (tile_h = units; H / units clusters).
+  int cluster = 0, units = 0;
+  std::string why;  // blocks = 0 for a forced variant: why, one line (else empty)
   // A model's step times in microseconds (persistent_plan.cu: the H200's measured latencies and
   // rates), never a measurement: this plan's, and the fused step's at the same shape. 0: none.
   double predicted_us = 0, predicted_fused_us = 0;
@@ -67,6 +72,12 @@ PersistentPlan persistent_plan(int D, int H, int B, int device = 0);
 template <class T>
 PersistentPlan persistent_plan_with(int D, int H, int B, int variant, int blocks, int tile_d, int tile_h = 0,
                                     int device = 0);
+// Variant 4 (clusters of `cluster` blocks of `units` hidden units each; 0: the plan's choice, 8
+// blocks and the fewest units that fit the device), or blocks = 0 and why (one line) where it does
+// not run: what NN_PERSISTENT_VARIANT=4 gives. Never chosen otherwise (untimed).
+template <class T>
+PersistentPlan persistent_plan_v4(int D, int H, int B, int cluster = 0, int units = 0, int device = 0,
+                                  std::string* why = nullptr);
 // Whether the plan's model predicts the persistent step faster than the fused step: what
 // --persistent auto should ask (false for every variant-1 plan, and where nothing is predicted).
 bool persistent_predicted_faster(const PersistentPlan& plan);

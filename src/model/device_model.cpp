@@ -113,7 +113,7 @@ std::string DeviceModel<T>::enable_persistent(bool on, int B, bool only_if_predi
   int dev = 0;
   CUDA_CHECK(cudaGetDevice(&dev));
   const PersistentPlan plan = nn::persistent_plan<T>(lay_.D, lay_.H, B, dev);
-  if (plan.blocks < 1) return "the device cannot launch it cooperatively";
+  if (plan.blocks < 1) return plan.why.empty() ? "the device cannot launch it cooperatively" : plan.why;
   if (plan.scratch * sizeof(T) > kPersistentMaxScratch)
     return "its partial sums would take " + std::to_string(plan.scratch * sizeof(T) >> 20) + " MiB (at most " +
            std::to_string(kPersistentMaxScratch >> 20) + ")";
