@@ -1,6 +1,6 @@
 // The persistent training step: one cooperative launch runs a run of a lone rank's SGD steps, its
-// phases separated by grid barriers instead of kernel boundaries. Two kernels share this API,
-// chosen by the plan (PersistentPlan::variant; NN_PERSISTENT_VARIANT=1|2 forces one):
+// phases separated by grid barriers instead of kernel boundaries. Three kernels share this API,
+// chosen by the plan (PersistentPlan::variant; NN_PERSISTENT_VARIANT=1|2|4 forces one):
 //  1 (persistent_step.cu): every step loads its W1 tile and gathers its inputs twice; phase B a
 //    warp per batch column; the tail and the loss one thread an entry.
 //  2 (persistent_step2.cu, what the plan picks where it fits): each block keeps its W1 tiles in
@@ -8,6 +8,9 @@
 //    prefetched with asynchronous copies while B and C run) and reuses it in phase C; phase B a
 //    block per batch column, every slice load in flight; the tail and the loss a warp an entry
 //    with fixed-order shuffle sums; 16-byte shared reads, no padded columns.
+//  4 (persistent_step4.cu, only with NN_PERSISTENT_VARIANT=4, compute capability 9.0): thread
+//    block clusters; the split-K sums and the per-column data pass through distributed shared
+//    memory inside a cluster, so a step needs one grid barrier (its file describes the phases).
 // Each step:
 //   A. forward partials: W1 is cut into tiles of plan.tile_h rows x plan.tile_d columns; the block
 //      that owns a tile multiplies it with the batch's matching inputs (the resident uint8 images
@@ -44,7 +47,7 @@ struct PersistentPlan {
   int tiles = 0;    // ceil(H / tile_h) * slices
   int blocks = 0;   // the cooperative grid
   std::size_t scratch = 0;  // entries of Zp: slices * H * B
-  int variant = 1;  // 1 or 2 (see above)
+  int variant = 1;  // 1, 2 or 4 (see above)
   int tile_h = kPersistentTileH;  // W1 rows a tile covers (a multiple of 4)
   // Variant 2: the tiles each block owns (their W1 in its shared memory), phase C's split of the
   // batch over thread groups, bytes per asynchronous copy (16, 8, 4; 0: plain loads), dZ1 columns

@@ -208,7 +208,8 @@ void share_node_memory(Setup<T, Model>& s, int D, int H) {
 void print_step_line(std::FILE* out, const Config& cfg, bool graphs, bool persistent) {
   if (persistent) {
     std::fprintf(out, "step: persistent (runs of up to %d steps in one cooperative launch each, two grid "
-                 "barriers a step; --persistent off: the fused step)\n", kPersistentRun);
+                 "barriers a step, one with NN_PERSISTENT_VARIANT=4; --persistent off: the fused step)\n",
+                 kPersistentRun);
     return;
   }
   std::fprintf(out, "step: %s%s\n", !fused_in_use(cfg)
