@@ -79,8 +79,13 @@ __device__ void hidden_share(const Shape4<T>& g, Cluster& cluster, int j0, int j
   const int U = g.U;
   for (int i = int(threadIdx.x); i < (j1 - j0) * U; i += kThreads) {
     const int e = j0 * U + i, u = i % U;
+    T v[kMaxCluster];  // every rank's load in flight, then summed in rank order
+#pragma unroll
+    for (int q = 0; q < kMaxCluster; ++q) v[q] = q < g.CL ? cluster.map_shared_rank(zp, unsigned(q))[e] : T(0);
     T z = T(0);
-    for (int q = 0; q < g.CL; ++q) z += cluster.map_shared_rank(zp, unsigned(q))[e];
+#pragma unroll
+    for (int q = 0; q < kMaxCluster; ++q)
+      if (q < g.CL) z += v[q];
     a1[e] = gemm_detail::sigmoid(z + b1[u]);
   }
 }
@@ -133,8 +138,17 @@ __device__ void output_share(const Shape4<T>& g, int j0, int j1, int b, const st
   const int C = g.a.C, U = g.U;
   for (int i = int(threadIdx.x); i < (j1 - j0) * C; i += kThreads) {
     const int j = j0 + i / C, c = i % C;
+    const T* sp = S + static_cast<std::size_t>(j) * C + c;
+    const std::size_t stride = static_cast<std::size_t>(g.a.B) * C;
     T z = T(0);
-    for (int k = 0; k < g.NC; ++k) z += S[(static_cast<std::size_t>(k) * g.a.B + j) * C + c];
+    for (int k0 = 0; k0 < g.NC; k0 += 16) {  // 16 clusters' loads in flight, then summed in order
+      T v[16];
+#pragma unroll
+      for (int i = 0; i < 16; ++i) v[i] = k0 + i < g.NC ? sp[(k0 + i) * stride] : T(0);
+#pragma unroll
+      for (int i = 0; i < 16; ++i)
+        if (k0 + i < g.NC) z += v[i];
+    }
     dz2[j * kMaxC + c] = z + b2[c];
   }
   __syncthreads();
