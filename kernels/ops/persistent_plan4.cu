@@ -1,6 +1,7 @@
 // The fourth persistent kernel's plan (persistent_step.h: persistent_plan_v4): the cluster size,
-// the hidden units a cluster and the shared memory from the device's compute capability, shared
-// memory and resident clusters; where nothing fits, one line saying why. No model: variant 4 is
+// the hidden units a cluster and the shared memory from the device's compute capability, SMs,
+// shared memory and resident clusters (8 blocks a cluster and the fewest units that give one
+// block an SM, else that are resident at all); where nothing fits, one line saying why. No model: variant 4 is
 // run only on request (NN_PERSISTENT_VARIANT=4). Host code (nvcc or simcc). Tested by
 // tests/kernels/test_persistent_cluster.cpp.
 #include <string>
@@ -53,13 +54,15 @@ PersistentPlan persistent_plan_v4(int D, int H, int B, int cluster, int units, i
   if (!coop) return refuse(why, "the device has no cooperative launch");
   if (cluster < 0 || cluster > persist4::kMaxCluster || units < 0 || (units > 0 && (units % 4 || H % units)))
     return refuse(why, "a cluster of 1 to 8 blocks and units a multiple of 4 that divides H");
-  for (int cl = cluster > 0 ? cluster : persist4::kMaxCluster; cl >= (cluster > 0 ? cluster : 2); cl /= 2) {
-    for (int u = 4; u <= H; u += 4) {
-      if (H % u || (units > 0 && u != units)) continue;
-      PersistentPlan p;
-      if (fill_v4<T>(p, D, H, B, cl, u, std::size_t(optin), device)) return p;
-    }
-  }
+  // First one block an SM (the grid barrier's cost grows with the blocks), else as many as are
+  // resident at once.
+  for (const bool one_an_sm : {true, false})
+    for (int cl = cluster > 0 ? cluster : persist4::kMaxCluster; cl >= (cluster > 0 ? cluster : 2); cl /= 2)
+      for (int u = 4; u <= H; u += 4) {
+        if (H % u || (units > 0 && u != units) || (one_an_sm && H / u * cl > sms)) continue;
+        PersistentPlan p;
+        if (fill_v4<T>(p, D, H, B, cl, u, std::size_t(optin), device)) return p;
+      }
   return refuse(why, "no cut fits H = " + std::to_string(H) + ", B = " + std::to_string(B) +
                          ": it needs hidden units a cluster (a multiple of 4) dividing H, H / units clusters of " +
                          (cluster > 0 ? std::to_string(cluster) : std::string("8, 4 or 2")) +

@@ -76,8 +76,9 @@ template <class T>
 PersistentPlan persistent_plan_with(int D, int H, int B, int variant, int blocks, int tile_d, int tile_h = 0,
                                     int device = 0);
 // Variant 4 (clusters of `cluster` blocks of `units` hidden units each; 0: the plan's choice, 8
-// blocks and the fewest units that fit the device), or blocks = 0 and why (one line) where it does
-// not run: what NN_PERSISTENT_VARIANT=4 gives. Never chosen otherwise (untimed).
+// blocks and the fewest units that give one block an SM, else that fit the device at all), or
+// blocks = 0 and why (one line) where it does not run: what NN_PERSISTENT_VARIANT=4 gives. Never
+// chosen otherwise (untimed).
 template <class T>
 PersistentPlan persistent_plan_v4(int D, int H, int B, int cluster = 0, int units = 0, int device = 0,
                                   std::string* why = nullptr);

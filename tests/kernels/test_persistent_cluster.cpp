@@ -125,11 +125,17 @@ TEST_F(PersistentCluster, SameBitsForAnySplitIntoLaunches) {
   });
 }
 
-TEST_F(PersistentCluster, PlanChoosesTheFewestUnitsThatFitAndRefusesInOneLine) {
+TEST_F(PersistentCluster, PlanGivesOneBlockAnSmAndRefusesInOneLine) {
+  int sms = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
   const nn::PersistentPlan p = nn::persistent_plan_v4<float>(784, 256, 100);
   ASSERT_GT(p.blocks, 0);
   EXPECT_EQ(p.cluster, 8);
   EXPECT_EQ(256 % p.units, 0);
+  if (sms >= 8) {  // one block an SM, with the fewest units: on an H100's or H200's 132 SMs, 16
+    EXPECT_LE(p.blocks, sms);
+    EXPECT_GT(2 * p.blocks, sms) << "half the units a cluster would fit: " << p.units;
+  }
   EXPECT_EQ(p.scratch, std::size_t(2) * (256 / p.units) * 100 * nn::persist4::kMaxC);
   EXPECT_FALSE(nn::persistent_predicted_faster(p));  // untimed: --persistent auto never runs it
   std::string why;
