@@ -9,8 +9,9 @@
 //    block per batch column, every slice load in flight; the tail and the loss a warp an entry
 //    with fixed-order shuffle sums; 16-byte shared reads, no padded columns.
 //  3 (persistent_step2.cu with persistent_step2_v3.h, on request only): variant 2's arithmetic
-//    (the same bits) with 16-byte windows gathered, the bytes converted four at a time, and a
-//    step's tail run in the next step's phase A on the warps the forward leaves idle.
+//    (the same bits) with 16-byte windows gathered, the bytes converted four at a time, the
+//    forward's shared loads a step ahead (float), and a step's tail run in the next step's phase A
+//    on the warps the forward leaves idle.
 // Each step:
 //   A. forward partials: W1 is cut into tiles of plan.tile_h rows x plan.tile_d columns; the block
 //      that owns a tile multiplies it with the batch's matching inputs (the resident uint8 images

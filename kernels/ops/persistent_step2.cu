@@ -109,7 +109,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int k = 0; k < g.tpb; ++k) {
       const int t = int(blockIdx.x) + k * int(gridDim.x);
       if (t >= g.tiles) break;
-      forward_tile(g, tile_of(g, t), k, b, Zp, sm);
+      forward_tile<V3 && sizeof(T) == 4>(g, tile_of(g, t), k, b, Zp, sm);  // double's would spill
     }
     mark<K>(probe, s, mA);
     grid.sync();  // Zp complete (variant 3: and the previous step's tail)

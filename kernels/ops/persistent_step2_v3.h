@@ -3,7 +3,8 @@
 // input slice gathered as the 16-byte-aligned window of each image row around it (16-byte
 // asynchronous copies wherever the image rows are 16-byte aligned), the bytes converted four at a
 // time with no division in the loop, and the tail of a step ([b1 | W2 | b2], the loss) moved into
-// the next step's phase A, onto the warps that have no forward work. Device code for
+// the next step's phase A, onto the warps that have no forward work (and, in
+// persistent_step2_tiles.h, forward_tile<true>: the forward's loads a step ahead). Device code for
 // persistent_step2.cu; tested through tests/kernels/test_persistent_step*.cpp.
 #pragma once
 #include "ops/persistent_step2_io.h"
