@@ -144,7 +144,9 @@ TEST(PersistentProbe, Variant3MarksInsidePhaseAInOrder) {
     ASSERT_EQ(row.size(), names.size());
     for (std::size_t m = 0; m < row.size(); ++m) {
       EXPECT_EQ(row[m].first, names[m]);
-      if (m > 0) EXPECT_LE(row[m - 1].second, row[m].second) << "step " << key.first << ", block " << key.second;
+      if (m > 0) {
+        EXPECT_LE(row[m - 1].second, row[m].second) << "step " << key.first << ", block " << key.second;
+      }
     }
   }
   std::remove(file.c_str());
