@@ -126,7 +126,12 @@ bool resolve_persistent(const Config& cfg, Setup<T, Model>& s, int p) {
     if (s.device_name.rfind("GPGPU-Sim", 0) == 0) return false;
     if (!fused_in_use(cfg) || p != 1) return false;
     const std::optional<bool> measured = measured_persistent(cfg.hidden, cfg.batch);
-    if (measured) return *measured && s.model->enable_persistent(true, s.max_part).empty();
+    if (measured) {  // measured: the second kernel (architecture.md), so auto runs no other
+      if (!*measured || !s.model->enable_persistent(true, s.max_part).empty()) return false;
+      if (s.model->persistent_plan().variant == 2) return true;
+      s.model->enable_persistent(false, s.max_part);
+      return false;
+    }
     return s.model->enable_persistent(true, s.max_part, true).empty();
 #endif
   }
