@@ -82,7 +82,8 @@ TEST(Config, GemmAuto) {
   const Config c = parse_config(Args{"--gemm", "auto"}).config;
   EXPECT_TRUE(c.gemm_auto);
   EXPECT_EQ(c.gemm, 4);
-  EXPECT_FALSE(Config{}.gemm_auto);  // not the default
+  EXPECT_TRUE(parse_config(Args{}).config.gemm_auto);  // the command line's default
+  EXPECT_FALSE(Config{}.gemm_auto);                     // a Config built in code keeps its variant
   EXPECT_REJECTED((Args{"--gemm", "fast"}), "--gemm fast: must be auto or a variant 0.." + std::to_string(nn::kGemmVariants - 1));
 }
 
