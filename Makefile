@@ -259,6 +259,11 @@ $(CUDA_DIR)/obj/kernels/common/pdl.o $(CUDA_DIR)/obj/kernels/ops/ops.o $(CUDA_DI
 $(CUDA_DIR)/obj/kernels/gemm/4_warptile.o: \
   NVCCFLAGS := $(filter-out $(CUDA_GENCODE),$(NVCCFLAGS)) $(CUDA_PDL_GENCODE)
 
+# Thread block clusters (the emulator's cluster tests: __cluster_dims__, cluster_group) exist from
+# compute capability 9.0: SASS for sm_90 alone, and the tests skip on an older GPU.
+$(CUDA_DIR)/obj/tests/sim/test_sim_cluster.o $(CUDA_DIR)/obj/tests/sim/test_sim_cluster_faults.o: \
+  NVCCFLAGS := $(filter-out $(CUDA_GENCODE),$(NVCCFLAGS)) -gencode arch=compute_90,code=sm_90
+
 # Hopper's warpgroup MMA (variant 5's wgmma kernel and its test) exists only in sm_90a code,
 # which runs on compute capability 9.0 alone (H100, H200); built for it whatever CUDA_ARCH says,
 # SASS only, and launched only where gemm_tuning::tf32_wgmma_available().

@@ -63,6 +63,7 @@ const ErrorInfo kErrors[] = {
     SIM_E(cudaErrorMisalignedAddress, "misaligned address"),
     SIM_E(cudaErrorLaunchFailure, "unspecified launch failure"),
     SIM_E(cudaErrorCooperativeLaunchTooLarge, "too many blocks in cooperative launch"),
+    SIM_E(cudaErrorInvalidClusterSize, "invalid cluster size"),
     SIM_E(cudaErrorNotPermitted, "operation not permitted"),
     SIM_E(cudaErrorNotSupported, "operation not supported"),
     SIM_E(cudaErrorStreamCaptureUnsupported, "operation not permitted when stream is capturing"),
@@ -270,6 +271,7 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
     case cudaDevAttrMaxThreadsPerMultiProcessor: *value = p.maxThreadsPerMultiProcessor; break;
     case cudaDevAttrMaxBlocksPerMultiprocessor: *value = p.maxBlocksPerMultiProcessor; break;
     case cudaDevAttrCooperativeLaunch: *value = 1; break;  // cudaLaunchCooperativeKernel (coop.cpp)
+    case cudaDevAttrClusterLaunch: *value = 1; break;      // thread block clusters (cluster.cpp)
     case cudaDevAttrCanMapHostMemory:
     case cudaDevAttrUnifiedAddressing:
     case cudaDevAttrManagedMemory:
@@ -510,6 +512,8 @@ cudaError_t sim_cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, i
     G().dyn_limits[func] = value;
     return cudaSuccess;
   }
+  if (attr >= cudaFuncAttributeClusterDimMustBeSet && attr <= cudaFuncAttributeClusterSchedulingPolicyPreference)
+    return cluster_func_attribute(func, attr, value);  // cluster.cpp
   if (attr == cudaFuncAttributePreferredSharedMemoryCarveout)
     return (value >= -1 && value <= 100)
                ? cudaSuccess

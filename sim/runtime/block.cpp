@@ -78,6 +78,7 @@ void Worker::run_block(Launch& l, unsigned long long b) {
 
   failed = false;
   pdl_triggered = false;
+  if (l.clusters) cluster_block_begin(*this, b);
   async_block_begin(*this);
   in_block = true;
   tl_block = &block;
@@ -87,6 +88,7 @@ void Worker::run_block(Launch& l, unsigned long long b) {
   tl_thread = nullptr;
   tl_block = nullptr;
   in_block = false;
+  if (cluster) cluster_block_end(*this);  // before the block's shared memory is released
   async_block_end(*this);
   if (failed) {
     for (unsigned i = 0; i < n; ++i)
@@ -97,6 +99,7 @@ void Worker::run_block(Launch& l, unsigned long long b) {
   while (block.static_bytes > seen && !l.max_static.compare_exchange_weak(seen, block.static_bytes)) {
   }
   free_block_memory();
+  if (cluster) cluster_block_done(*this);
   add_stats(1, n, n_barriers, n_switches);
   n_barriers = n_switches = 0;
 }
@@ -328,7 +331,12 @@ void* shared_alloc(SharedSite* site, size_t bytes, size_t align) {
                        site->name, site->file, site->line, l.dyn_bytes, l.smem_limit));
     throw FiberAbort{};
   }
+  std::unique_lock<std::mutex> lk = cluster_lock(*w);
   void* p = arena_static(*w, bytes, align, site->name, site->file, site->line);
+  if (lk.owns_lock()) {
+    lk.unlock();
+    cluster_shared_added(*w);
+  }
   b.slot_store[id] = p;
   b.used_slots.push_back(id);
   return p;

@@ -193,7 +193,7 @@ std::string who(const Worker& w) {  // "thread (x,y,z) of kernel 'k' (block ...)
 
 // ---- shared memory ---------------------------------------------------------------------
 namespace {
-constexpr size_t kWindow = size_t(1) << 20;  // per worker
+constexpr size_t kWindow = kSharedWindowBytes;  // per worker
 constexpr size_t kBelow = size_t(1) << 19;   // the base sits half-way: statics go below it
 constexpr size_t kSharedRedzone = 1024;           // between and around shared arrays
 
@@ -504,6 +504,7 @@ inline void shared_access(Worker& w, size_t off, uintptr_t addr, size_t n, bool 
       if (__builtin_expect(ok[i] != 2, 0)) shared_uninit(w, addr, n, i, pc);
   }
   for (size_t i = 0; i < n; ++i) race_byte(w, a.race[off + i], addr + i, write, pc);
+  if (w.cluster) cluster_local_access(w, off, n, write, pc);  // other blocks' DSMEM accesses (cluster.cpp)
 }
 }  // namespace
 
@@ -831,7 +832,9 @@ std::string block_str(const Worker& w, unsigned long long b) {
 // warp completed between them. Threads of different blocks are ordered by a grid barrier
 // released between the two accesses, or by the fence-and-atomic pattern above.
 inline bool ordered(const Access& x, const Access& y) {  // x came first
-  if (x.block != y.block) return grid_synced_between(x.seq, y.seq) || fenced_between(x.block, x.seq, y.block);
+  if (x.block != y.block)
+    return grid_synced_between(x.seq, y.seq) || fenced_between(x.block, x.seq, y.block) ||
+           cluster_synced_between(x.block, x.seq, y.block, y.seq);  // blocks of one cluster (cluster.cpp)
   if (x.tid == y.tid) return true;
   if (x.gen != y.gen) return true;
   return (x.tid >> 5) == (y.tid >> 5) && x.stamp != y.stamp;
@@ -1174,6 +1177,11 @@ void atomic_done() {
   if (w && w->in_block && w->cur >= 0) note_atomic(*w);
 }
 
+uint64_t note_cluster_sync() {
+  std::lock_guard<std::mutex> lk(g_sync_m);
+  return ++g_seq;
+}
+
 void note_grid_sync() {
   std::lock_guard<std::mutex> lk(g_sync_m);
   g_grid_syncs.push_back(++g_seq);
@@ -1339,6 +1347,7 @@ __attribute__((always_inline)) inline void on_access(uintptr_t a, size_t n, bool
   if (__builtin_expect(!w || !w->in_block || w->cur < 0, 1)) return;
   const size_t off = a - reinterpret_cast<uintptr_t>(w->arena.window);
   if (off < kWindow) return shared_access(*w, off, a, n, write, pc);
+  if (__builtin_expect(w->cluster != nullptr, 0) && cluster_remote_access(*w, a, n, write, pc)) return;
   if (DevRec* r = lookup(a)) return global_access(*w, *r, a, n, write, pc);
   if (a - g_glo.load(std::memory_order_relaxed) < g_ghi.load(std::memory_order_relaxed) - g_glo.load(std::memory_order_relaxed))
     globals_access(*w, a, n, write, pc);

@@ -17,6 +17,9 @@ namespace sim::detail {
 
 struct Worker;
 
+// Each worker's shared window: its block's shared arrays, at fixed places, with red zones.
+inline constexpr size_t kSharedWindowBytes = size_t(1) << 20;
+
 // One block's shared memory on one worker: a reserved window, the block's arrays inside it
 // with red zones around each, a byte shadow (1 = addressable) and a race record per byte.
 struct RaceByte {  // per byte: different threads may own neighbouring bytes

@@ -114,6 +114,11 @@ struct Launch {  // one kernel launch, shared by all workers
   bool racecheck = false;                 // shared-memory race check on (checks.cpp)
   bool cooperative = false;               // cudaLaunchCooperativeKernel: all blocks at once (coop.cpp)
   struct GridBarrier* grid_bar = nullptr; // its grid barrier's state (coop.cpp)
+  // Thread block clusters (cluster.cpp): the shape, its block count, and one state per cluster
+  // (null when the launch is not clustered: every block is a cluster of one).
+  dim3 cluster{1, 1, 1};
+  unsigned csize = 1;
+  struct ClusterState* clusters = nullptr;
   // Programmatic dependent launch (launch_ex.cpp, checks.cpp). race_id: this launch's records in
   // the global race check (0: not race-checked). pdl_primary: the race-checked launches whose
   // accesses may overlap what a thread does before cudaGridDependencySynchronize() (the previous
@@ -129,9 +134,33 @@ struct Launch {  // one kernel launch, shared by all workers
 // A cooperative launch: every block on an OS thread of its own, all resident at once, so a
 // grid barrier can wait for all of them (coop.cpp).
 void run_cooperative(Launch& L);
+// A clustered launch (cluster.cpp): the blocks of one cluster run at once, each on an OS thread
+// of its own; clusters run one after another (all at once when the launch is cooperative too).
+void run_clusters(Launch& L);
+// Around one block of a clustered launch (called by Worker::run_block): its place in its
+// cluster; at its end, the checks of distributed shared memory still in use.
+void cluster_block_begin(Worker& w, unsigned long long b);
+void cluster_block_end(Worker& w);
+void cluster_block_done(Worker& w);  // after its shared memory is released: waits for the cluster
+// Held around a static __shared__ allocation of a clustered block (another block of the
+// cluster may look its arrays up); an empty lock otherwise.
+std::unique_lock<std::mutex> cluster_lock(Worker& w);
+void cluster_shared_added(Worker& w);  // after such an allocation, the lock released
+// A load or store at a that lies in the shared window of another block of w's cluster:
+// checked (races, an owner gone) and true; false when a is no such address.
+bool cluster_remote_access(Worker& w, uintptr_t a, size_t n, bool write, const void* pc);
+// The block's own race-checked shared access: checked against other blocks' accesses to it.
+void cluster_local_access(Worker& w, size_t off, size_t n, bool write, const void* pc);
+cudaError_t cluster_func_attribute(const void* fn, cudaFuncAttribute attr, int value);
+void cluster_reset_attributes();  // cudaDeviceReset: what cudaFuncSetAttribute set is gone
 // The global race check's view of a released grid barrier: accesses before it in any block are
 // ordered before accesses after it in any block (checks.cpp).
 void note_grid_sync();
+// The same for a released cluster barrier: its place in the check's order (checks.cpp); and
+// whether one of the cluster of blocks x and y was released after `after` and no later than
+// `before` (cluster.cpp; false for blocks of different clusters).
+uint64_t note_cluster_sync();
+bool cluster_synced_between(unsigned long long x, uint64_t after, unsigned long long y, uint64_t before);
 
 // Thrown by a fault found inside a fiber (FaultMode::Record): unwinds the kernel's
 // frames back to Worker::run_thread, so nothing the fiber owns leaks.
@@ -190,6 +219,8 @@ struct Worker {
   bool race = false;  // this block's shared accesses are race-checked (racecheck_block)
   bool pdl_triggered = false;  // the block called cudaTriggerProgrammaticLaunchCompletion()
   struct AsyncState* async = nullptr;  // the block's asynchronous copies in flight (async_copy.cpp)
+  struct ClusterState* cluster = nullptr;  // the block's cluster in a clustered launch (cluster.cpp)
+  unsigned crank = 0;                       // its rank in that cluster
   std::unique_ptr<int[]> ready, list;
   int nready = 0;
   bool ready_sorted = true;

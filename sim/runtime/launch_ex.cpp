@@ -89,11 +89,18 @@ bool launch_attributes(const cudaLaunchConfig_t* cfg, const void* fn, const char
       case cudaLaunchAttributeProgrammaticStreamSerialization:
         lp->pdl = a.val.programmaticStreamSerializationAllowed != 0;
         break;
-      case cudaLaunchAttributeClusterDimension:
-        if (a.val.clusterDim.x * a.val.clusterDim.y * a.val.clusterDim.z <= 1) break;
-        refuse(cudaErrorNotSupported, what, "thread block clusters (%ux%ux%u) are not emulated (at %s:%d)",
-               a.val.clusterDim.x, a.val.clusterDim.y, a.val.clusterDim.z, s.file, s.line);
-        return false;
+      case cudaLaunchAttributeClusterDimension:  // checked by launch_prepare (cluster.cpp)
+        lp->cluster[0] = a.val.clusterDim.x;
+        lp->cluster[1] = a.val.clusterDim.y;
+        lp->cluster[2] = a.val.clusterDim.z;
+        if (!lp->cluster[0] || !lp->cluster[1] || !lp->cluster[2]) {
+          refuse(cudaErrorInvalidClusterSize, what, "cluster dimension %ux%ux%u has a zero (at %s:%d)", lp->cluster[0],
+                 lp->cluster[1], lp->cluster[2], s.file, s.line);
+          return false;
+        }
+        break;
+      case cudaLaunchAttributeClusterSchedulingPolicyPreference:  // where clusters run: nothing to model
+        break;
       default:
         refuse(cudaErrorNotSupported, what, "launch attribute %d is not emulated (at %s:%d)", int(a.id), s.file,
                s.line);

@@ -37,6 +37,7 @@ bool launch_prepare(LaunchParams& p) {
   if (tl_worker && tl_worker->in_block)
     device_fault("kernel launch from device code (dynamic parallelism is not emulated)");
   if (!launch_config_ok(p)) return false;  // refused, and why printed in abort mode (api.cpp)
+  if (!cluster_config_ok(p)) return false;  // cluster shape refused (cluster.cpp)
   if (!stream_valid(p.stream)) {
     launch_refused(p, cudaErrorInvalidResourceHandle,
                    "stream %p is not a live stream (destroyed, or never created)",
@@ -200,6 +201,8 @@ void launch_execute(const LaunchParams& p, void (*invoke)(void*), void* state) {
   L.index = next_launch_index();
   L.racecheck = racecheck_launch(p);
   L.cooperative = p.cooperative;
+  L.cluster = dim3(p.cluster[0] ? p.cluster[0] : 1, p.cluster[1] ? p.cluster[1] : 1, p.cluster[2] ? p.cluster[2] : 1);
+  L.csize = L.cluster.x * L.cluster.y * L.cluster.z;
   if (L.order == Order::Random && L.nblocks <= (1ull << 24)) {
     L.perm.resize(L.nblocks);
     std::iota(L.perm.begin(), L.perm.end(), 0u);
@@ -216,7 +219,9 @@ void launch_execute(const LaunchParams& p, void (*invoke)(void*), void* state) {
   global_race_begin(L);  // clears the list of arguments in any case
   Pool& P = pool();
   if (static_cast<int>(P.threads.size()) != s.workers - 1) P.resize(s.workers - 1);
-  if (L.cooperative)
+  if (L.csize > 1)
+    run_clusters(L);  // cooperative or not
+  else if (L.cooperative)
     run_cooperative(L);
   else if (s.workers <= 1 || L.nblocks == 1 || !P.usable())
     work(L);

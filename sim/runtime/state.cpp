@@ -178,8 +178,11 @@ void record_static_smem(const std::string& key, size_t bytes) {
   v = std::max(v, bytes);
 }
 void reset_func_attributes() {
-  std::lock_guard<std::mutex> lk(G().m);
-  G().dyn_limits.clear();
+  {
+    std::lock_guard<std::mutex> lk(G().m);
+    G().dyn_limits.clear();
+  }
+  cluster_reset_attributes();  // cluster.cpp: all but the shapes of __cluster_dims__
 }
 
 bool stream_valid(cudaStream_t s) {

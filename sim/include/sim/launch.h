@@ -31,12 +31,19 @@ struct LaunchParams {
   // start before the previous kernel of its stream completes; what it touches before
   // cudaGridDependencySynchronize() is checked against that kernel (launch_ex.h, pdl.cpp).
   bool pdl = false;
+  // Thread block clusters (runtime/cluster.cpp): the shape from cudaLaunchAttributeClusterDimension,
+  // all 0 when the launch gave none; launch_prepare then sets the kernel's __cluster_dims__ (or 1x1x1).
+  unsigned cluster[3] = {0, 0, 0};
 };
 // false: the launch must not run (invalid configuration or sticky error; last error set)
 bool launch_prepare(LaunchParams& p);
 // For launch_prepare (runtime/api.cpp): false, the error set and the refusal printed as below,
 // when the grid or block dimensions are invalid (cudaErrorInvalidValue, as CUDA 13.0 answers).
 bool launch_config_ok(const LaunchParams& p);
+// For launch_prepare (runtime/cluster.cpp): settles p.cluster (the attribute's shape, else the
+// kernel's __cluster_dims__, else 1x1x1); false, cudaErrorInvalidClusterSize set and the refusal
+// printed as below, for a shape the device refuses.
+bool cluster_config_ok(LaunchParams& p);
 // A launch refused before it runs: sets e as the launching thread's last error (not sticky)
 // and, in abort mode only, prints one line to stderr:
 //   sim: launch of kernel 'k' at f.cu:20 refused (cudaErrorInvalidValue): <why>

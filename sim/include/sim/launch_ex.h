@@ -109,6 +109,38 @@ inline cudaError_t cudaLaunchCooperativeKernel(const void* fn, dim3 grid, dim3 b
   return ::sim::detail::untyped_launch(fn, lp, args, "cudaLaunchCooperativeKernel");
 }
 
+// ---- thread block clusters (runtime/cluster.cpp, sim/docs/clusters.md) ----------------------
+// `__cluster_dims__(x[, y[, z]])` on a kernel definition expands to nothing; simcc writes
+// SIM_CLUSTER_DIMS_REGISTER_(kernel, x, y, z) after the body of a non-template kernel (same
+// line), which registers the shape at static initialisation: a <<<...>>> launch of the kernel
+// then runs clusters of that shape, and cudaLaunchAttributeClusterDimension may not differ.
+#define __cluster_dims__(...)
+namespace sim::detail {
+struct ClusterDims {
+  long long x, y, z;
+  constexpr ClusterDims(long long a, long long b = 1, long long c = 1) : x(a), y(b), z(c) {}
+};
+bool register_cluster_dims(const void* fn, const ClusterDims& d, const char* file, int line);
+// The clusters of cfg's shape (attribute or the kernel's own) that can be resident at once.
+cudaError_t occupancy_max_active_clusters(int* n, const void* fn, const cudaLaunchConfig_t* cfg);
+}  // namespace sim::detail
+#define SIM_CLUSTER_DIMS_REGISTER_(k, ...)                                                    \
+  [[maybe_unused]] static const bool SIM_LB_CAT_(sim_cd_reg_, __COUNTER__) =                  \
+      ::sim::detail::register_cluster_dims(                                                    \
+          []<class SimD_ = void>() -> const void* {                                            \
+            if constexpr (requires { ::sim::detail::fnptr<SimD_>(k); })                        \
+              return reinterpret_cast<const void*>(::sim::detail::fnptr<SimD_>(k));           \
+            else                                                                               \
+              return nullptr;                                                                  \
+          }(),                                                                                 \
+          ::sim::detail::ClusterDims{__VA_ARGS__}, __FILE__, __LINE__)
+
+template <class T>
+inline cudaError_t cudaOccupancyMaxActiveClusters(int* numClusters, T* func, const cudaLaunchConfig_t* config) {
+  ::sim::detail::note_if_kernel(func);
+  return ::sim::detail::occupancy_max_active_clusters(numClusters, reinterpret_cast<const void*>(func), config);
+}
+
 // Device side (griddepcontrol.wait / griddepcontrol.launch_dependents on a GPU).
 inline void cudaGridDependencySynchronize() { ::sim::detail::pdl_wait(::sim::detail::Site{"?", 0}); }
 inline void cudaTriggerProgrammaticLaunchCompletion() { ::sim::detail::pdl_trigger(::sim::detail::Site{"?", 0}); }

@@ -46,6 +46,7 @@ enum cudaError {
   cudaErrorStreamCaptureInvalidated = 901,
   cudaErrorStreamCaptureImplicit = 906,
   cudaErrorStreamCaptureWrongThread = 908,
+  cudaErrorInvalidClusterSize = 912,  // a launch's cluster shape the device refuses (clusters.md)
   cudaErrorUnknown = 999
 };
 typedef enum cudaError cudaError_t;
@@ -60,7 +61,15 @@ enum cudaMemcpyKind {
 
 enum cudaFuncAttribute {
   cudaFuncAttributeMaxDynamicSharedMemorySize = 8,
-  cudaFuncAttributePreferredSharedMemoryCarveout = 9
+  cudaFuncAttributePreferredSharedMemoryCarveout = 9,
+  // Thread block clusters (sim/docs/clusters.md): the compile-time shape (read only) and the
+  // permission for clusters over the portable 8 blocks.
+  cudaFuncAttributeClusterDimMustBeSet = 10,
+  cudaFuncAttributeRequiredClusterWidth = 11,
+  cudaFuncAttributeRequiredClusterHeight = 12,
+  cudaFuncAttributeRequiredClusterDepth = 13,
+  cudaFuncAttributeNonPortableClusterSizeAllowed = 14,
+  cudaFuncAttributeClusterSchedulingPolicyPreference = 15
 };
 
 enum cudaFuncCache {
@@ -100,7 +109,8 @@ enum cudaDeviceAttr {
   cudaDevAttrManagedMemory = 83,
   cudaDevAttrCooperativeLaunch = 95,
   cudaDevAttrMaxSharedMemoryPerBlockOptin = 97,
-  cudaDevAttrMaxBlocksPerMultiprocessor = 106
+  cudaDevAttrMaxBlocksPerMultiprocessor = 106,
+  cudaDevAttrClusterLaunch = 120
 };
 
 enum cudaLimit {
