@@ -459,6 +459,9 @@ test-build: $(CPU_TRAIN) $(CPU_DIR)/bin/gemm_bench data $(CPU_GEMM_DIR)/bin/cpu_
 	@$(PYTHON) tests/build/check_doc_commands.py
 	@echo "== tests/build/check_gemm_registry.py: the GEMM registry, --help, kernels/gemm/README.md and the bench agree =="
 	@$(MPI_ENV) $(PYTHON) tests/build/check_gemm_registry.py $(CPU_TRAIN) $(CPU_DIR)/bin/gemm_bench
+	@echo "== bench/auto_table.py: kernels/gemm/auto_table.h (--gemm auto, --persistent auto) holds what the committed measurements give =="
+	@$(PYTHON) bench/auto_table.py --self-test
+	@$(PYTHON) bench/auto_table.py --check
 	@echo "== tests/build/check_graph.py: setup before every step, make run builds only what it runs =="
 	@$(PYTHON) tests/build/check_graph.py $(MAKE)
 	@echo "== tests/build/check_host_only.py: the objects both builds share ($(HOST_DIR)) include nothing of CUDA or the emulator =="

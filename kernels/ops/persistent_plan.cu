@@ -85,9 +85,20 @@ int copy_bytes_for(int D, int td) {
   return 0;
 }
 
+// Variant 3 gathers 16-byte windows where the image rows are 16-byte aligned (D a multiple of 16)
+// and the windows' bigger byte buffers fit; elsewhere variant 2's copies.
 template <class T>
-void fill_v2(PersistentPlan& p, int D, int H, int B, int blocks, int td, int th, std::size_t smem_max) {
-  p.variant = 2;
+void fill_v2(PersistentPlan& p, int D, int H, int B, int blocks, int td, int th, std::size_t smem_max,
+             int variant = 2) {
+  if (variant == 3 && D % 16 == 0) {
+    fill_v2<T>(p, D, H, B, blocks, td, th, smem_max, 2);
+    p.variant = 3, p.copy_bytes = 16;
+    if (persist2::layout_of<T>(p, B).total <= smem_max) {
+      p.smem = persist2::layout_of<T>(p, B).total;
+      return;
+    }
+  }
+  p.variant = variant;
   p.tile_d = td, p.tile_h = th;
   p.slices = (D + td - 1) / td;
   p.tiles = (H + th - 1) / th * p.slices;
@@ -146,9 +157,10 @@ PersistentPlan plan_v1(int D, int H, int B, const Device& dev, int blocks, int t
   return p;
 }
 
-// The cheapest variant-2 cut by the model (ties: fewer slices), tile_h from {16, 32, 64, 128}.
+// The cheapest variant-2 cut by the model (ties: fewer slices), tile_h from {16, 32, 64, 128};
+// variant 3 (the same cut: the model does not tell them apart) on request.
 template <class T>
-PersistentPlan plan_v2(int D, int H, int B, const Device& dev, int blocks, int tile_d, int tile_h) {
+PersistentPlan plan_v2(int D, int H, int B, const Device& dev, int blocks, int tile_d, int tile_h, int variant = 2) {
   PersistentPlan best;
   if (!dev.ok) return best;
   const int nb = blocks > 0 ? blocks : dev.sms;
@@ -159,14 +171,14 @@ PersistentPlan plan_v2(int D, int H, int B, const Device& dev, int blocks, int t
     for (int td = 8; td <= 128; td += 4) {
       if (tile_d > 0 && td != tile_d) continue;
       PersistentPlan p;
-      fill_v2<T>(p, D, H, B, nb, td, th, dev.smem_max);
+      fill_v2<T>(p, D, H, B, nb, td, th, dev.smem_max, variant);
       if (!v2_fits(p, H, dev.smem_max) || p.scratch * sizeof(T) > kPersistentMaxScratch) continue;
       const bool better = best.blocks == 0 || p.predicted_us < best_us - 1e-9 ||
                           (p.predicted_us < best_us + 1e-9 && p.slices < best.slices);
       if (better) best = p, best_us = p.predicted_us;
     }
   }
-  if (best.blocks > 0 && persist2::blocks_per_sm<T>(best.smem) < 1) best.blocks = 0;
+  if (best.blocks > 0 && persist2::blocks_per_sm<T>(best.smem, best.variant) < 1) best.blocks = 0;
   return best;
 }
 
@@ -180,7 +192,8 @@ void forced_tile(int* th, int* td) {
 int forced_variant() {
   const char* v = std::getenv("NN_PERSISTENT_VARIANT");
   if (!v || !*v) return 0;
-  return std::strcmp(v, "1") == 0 ? 1 : std::strcmp(v, "2") == 0 ? 2 : std::strcmp(v, "4") == 0 ? 4 : 0;
+  if (std::strcmp(v, "4") == 0) return 4;
+  return std::strcmp(v, "1") == 0 ? 1 : std::strcmp(v, "2") == 0 ? 2 : std::strcmp(v, "3") == 0 ? 3 : 0;
 }
 
 }  // namespace
@@ -199,8 +212,8 @@ PersistentPlan persistent_plan(int D, int H, int B, int device) {
   if (forced != 1) {
     int th = 0, td = 0;
     forced_tile(&th, &td);
-    const PersistentPlan p2 = plan_v2<T>(D, H, B, dev, 0, td, th);
-    if (p2.blocks > 0 || forced == 2) return p2;
+    const PersistentPlan p2 = plan_v2<T>(D, H, B, dev, 0, td, th, forced == 3 ? 3 : 2);
+    if (p2.blocks > 0 || forced >= 2) return p2;
   }
   return plan_v1<T>(D, H, B, dev, 0, 0);
 }
@@ -211,11 +224,11 @@ PersistentPlan persistent_plan_with(int D, int H, int B, int variant, int blocks
   const Device dev = query(device);
   if (variant == 1) return plan_v1<T>(D, H, B, dev, blocks, tile_d);
   if (tile_d % 4 != 0) return {};
-  return plan_v2<T>(D, H, B, dev, blocks, tile_d, tile_h);
+  return plan_v2<T>(D, H, B, dev, blocks, tile_d, tile_h, variant == 3 ? 3 : 2);
 }
 
 bool persistent_predicted_faster(const PersistentPlan& plan) {
-  return plan.variant == 2 && plan.blocks > 0 && plan.predicted_us > 0 &&
+  return (plan.variant == 2 || plan.variant == 3) && plan.blocks > 0 && plan.predicted_us > 0 &&
          plan.predicted_us < kMargin * plan.predicted_fused_us;
 }
 

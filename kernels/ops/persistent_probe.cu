@@ -43,13 +43,13 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
-// A buffer for steps x blocks x kProbeMarks marks when this launch is probed, else null.
+// A buffer for steps x blocks x probe_marks(variant) marks when this launch is probed, else null.
 unsigned long long* probe_begin(const PersistentPlan& plan, int steps) {
   if (!probe_file()) return nullptr;
   Probe& p = probe_state();
   std::lock_guard<std::mutex> lk(p.m);
   if (p.launches >= probe_limit()) return nullptr;
-  const std::size_t n = static_cast<std::size_t>(steps) * plan.blocks * persist2::kProbeMarks;
+  const std::size_t n = static_cast<std::size_t>(steps) * plan.blocks * persist2::probe_marks(plan.variant);
   if (p.buf.size() < n) p.buf = DeviceBuffer<unsigned long long>(n);
   CUDA_CHECK(cudaMemset(p.buf.get(), 0, n * sizeof(unsigned long long)));
   return p.buf.get();
@@ -60,29 +60,33 @@ void probe_end(const PersistentPlan& plan, int steps, cudaStream_t s) {
   CUDA_CHECK(cudaStreamSynchronize(s));
   Probe& p = probe_state();
   std::lock_guard<std::mutex> lk(p.m);
-  const int nb = plan.blocks, K = persist2::kProbeMarks;
+  const int nb = plan.blocks, K = persist2::probe_marks(plan.variant);
   std::vector<unsigned long long> t(static_cast<std::size_t>(steps) * nb * K);
   p.buf.download(t.data(), t.size());
   const int launch = ++p.launches;
-  static const char* kNames[] = {"A", "barrier1", "B", "barrier2", "C"};
-  // Per step: each phase's slowest block (end mark minus the mark before it), and the step from
-  // the earliest start to the latest end of phase C.
-  std::vector<std::vector<double>> phase(K - 1);
+  // Each mark's name (the CSV rows: the time it was reached); variant 3 has three inside phase A.
+  static const char* kNames2[] = {"A", "barrier1", "B", "barrier2", "C"};
+  static const char* kNames3[] = {"wait", "convert", "gather", "A", "barrier1", "B", "barrier2", "C"};
+  const char* const* names = K == persist2::kProbeMarks3 ? kNames3 : kNames2;
+  const int a_end = K - 5;  // the mark that ends phase A
+  auto row = [&](int st, int b) { return &t[(static_cast<std::size_t>(st) * nb + b) * K]; };
+  // Per step: each span's slowest block (a mark minus the mark before it; for variant 3 also the
+  // whole of phase A), and the step from the earliest start to the latest end of phase C.
+  std::vector<std::vector<double>> span(K);  // span[m]: up to mark m; span[0]: variant 3's whole A
   std::vector<double> step_us;
   for (int st = 0; st < steps; ++st) {
     unsigned long long first = ~0ull, last = 0;
-    for (int m = 1; m < K; ++m) {
+    for (int m = 0; m < K; ++m) {
       double worst = 0;
       for (int b = 0; b < nb; ++b) {
-        const unsigned long long* r = &t[(static_cast<std::size_t>(st) * nb + b) * K];
-        worst = std::max(worst, double(r[m] - r[m - 1]) / 1000.0);
+        const unsigned long long* r = row(st, b);
+        worst = std::max(worst, double(m > 0 ? r[m] - r[m - 1] : r[a_end] - r[0]) / 1000.0);
       }
-      phase[m - 1].push_back(worst);
+      span[m].push_back(worst);
     }
     for (int b = 0; b < nb; ++b) {
-      const unsigned long long* r = &t[(static_cast<std::size_t>(st) * nb + b) * K];
-      first = std::min(first, r[0]);
-      last = std::max(last, r[K - 1]);
+      first = std::min(first, row(st, b)[0]);
+      last = std::max(last, row(st, b)[K - 1]);
     }
     step_us.push_back(double(last - first) / 1000.0);
   }
@@ -91,14 +95,15 @@ void probe_end(const PersistentPlan& plan, int steps, cudaStream_t s) {
   std::fprintf(f, "# persistent probe: launch %d, variant %d, %d steps, %d blocks, tile %dx%d, %d slices; median over "
                "steps of the slowest block, us:", launch, plan.variant, steps, nb, plan.tile_h, plan.tile_d,
                plan.slices);
-  for (int m = 0; m < K - 1; ++m) std::fprintf(f, " %s %.2f", kNames[m], median(phase[m]));
+  // Variant 3: "A" (the whole phase), its parts (wait, convert, gather, forward), then the rest.
+  if (a_end > 1) std::fprintf(f, " A %.2f", median(span[0]));
+  for (int m = 1; m < K; ++m)
+    std::fprintf(f, " %s %.2f", a_end > 1 && m == a_end ? "forward" : names[m - 1], median(span[m]));
   std::fprintf(f, " step %.2f (model %.2f)\n", median(step_us), plan.predicted_us);
   for (int st = 0; st < steps; ++st)
-    for (int b = 0; b < nb; ++b) {
-      const unsigned long long* r = &t[(static_cast<std::size_t>(st) * nb + b) * K];
+    for (int b = 0; b < nb; ++b)
       for (int m = 1; m < K; ++m)
-        std::fprintf(f, "%d,%d,%d,%s,%llu\n", launch, st, b, kNames[m - 1], r[m] - r[0]);
-    }
+        std::fprintf(f, "%d,%d,%d,%s,%llu\n", launch, st, b, names[m - 1], row(st, b)[m] - row(st, b)[0]);
   std::fclose(f);
 }
 

@@ -300,12 +300,12 @@ void persistent_steps(const PersistentPlan& plan, const PersistentShape<T>& shap
     persist4::run<T>(plan, shape, images, labels, order, P, scratch, stats, counts, s);
     return;
   }
-  if (plan.variant == 2) {
+  if (plan.variant == 2 || plan.variant == 3) {
     if (shape.H > persist2::kMaxHPerThread * kThreads || plan.tile_h < 4 || plan.tile_h % 4 != 0 ||
-        persist2::layout<T>(plan.tile_d, plan.tile_h, shape.B, plan.tiles_per_block, plan.dz_cols, plan.jsplit).total >
-            plan.smem)
-      throw std::invalid_argument("persistent_steps: the plan (variant 2) was made for another shape (H " +
-                                  std::to_string(shape.H) + ", B " + std::to_string(shape.B) + ")");
+        persist2::layout_of<T>(plan, shape.B).total > plan.smem)
+      throw std::invalid_argument("persistent_steps: the plan (variant " + std::to_string(plan.variant) +
+                                  ") was made for another shape (H " + std::to_string(shape.H) + ", B " +
+                                  std::to_string(shape.B) + ")");
     unsigned long long* probe = probe_begin(plan, shape.steps);
     persist2::run<T>(plan, shape, images, labels, order, P, scratch, A1, dZ1, dZ2, loss_cols, hit_cols, stats, counts,
                      probe, s);

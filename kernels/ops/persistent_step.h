@@ -1,6 +1,7 @@
 // The persistent training step: one cooperative launch runs a run of a lone rank's SGD steps, its
-// phases separated by grid barriers instead of kernel boundaries. Three kernels share this API,
-// chosen by the plan (PersistentPlan::variant; NN_PERSISTENT_VARIANT=1|2|4 forces one):
+// phases separated by grid barriers instead of kernel boundaries. Three kernels (four variants)
+// share this API, chosen by the plan (PersistentPlan::variant; NN_PERSISTENT_VARIANT=1|2|3|4 forces
+// one):
 //  1 (persistent_step.cu): every step loads its W1 tile and gathers its inputs twice; phase B a
 //    warp per batch column; the tail and the loss one thread an entry.
 //  2 (persistent_step2.cu, what the plan picks where it fits): each block keeps its W1 tiles in
@@ -8,6 +9,10 @@
 //    prefetched with asynchronous copies while B and C run) and reuses it in phase C; phase B a
 //    block per batch column, every slice load in flight; the tail and the loss a warp an entry
 //    with fixed-order shuffle sums; 16-byte shared reads, no padded columns.
+//  3 (persistent_step2.cu with persistent_step2_v3.h, on request only): variant 2's arithmetic
+//    (the same bits) with 16-byte windows gathered, the bytes converted four at a time, the
+//    forward's shared loads a step ahead (float), and a step's tail run in the next step's phase A
+//    on the warps the forward leaves idle.
 //  4 (persistent_step4.cu, only with NN_PERSISTENT_VARIANT=4, compute capability 9.0): thread
 //    block clusters; the split-K sums and the per-column data pass through distributed shared
 //    memory inside a cluster, so a step needs one grid barrier (its file describes the phases).
@@ -47,9 +52,9 @@ struct PersistentPlan {
   int tiles = 0;    // ceil(H / tile_h) * slices
   int blocks = 0;   // the cooperative grid
   std::size_t scratch = 0;  // entries of Zp: slices * H * B
-  int variant = 1;  // 1, 2 or 4 (see above)
+  int variant = 1;  // 1, 2, 3 or 4 (see above)
   int tile_h = kPersistentTileH;  // W1 rows a tile covers (a multiple of 4)
-  // Variant 2: the tiles each block owns (their W1 in its shared memory), phase C's split of the
+  // Variants 2 and 3: the tiles each block owns (their W1 in its shared memory), phase C's split of the
   // batch over thread groups, bytes per asynchronous copy (16, 8, 4; 0: plain loads), dZ1 columns
   // staged per pass, the dynamic shared memory per block.
   int tiles_per_block = 0, jsplit = 1, copy_bytes = 0, dz_cols = 0;
@@ -65,13 +70,14 @@ struct PersistentPlan {
 
 // The plan for D inputs, H hidden units and batches of at most B columns; blocks = 0 when the
 // device cannot run either kernel cooperatively (no cooperative launch, nothing resident). Variant
-// 2 where its shared memory fits, else 1; NN_PERSISTENT_VARIANT=1 or 2 in the environment forces
-// one (2 where it does not fit: blocks = 0), NN_PERSISTENT_TILE=ROWSxINPUTS (e.g. 32x52) variant
-// 2's tile.
+// 2 where its shared memory fits, else 1; NN_PERSISTENT_VARIANT=1, 2 or 3 in the environment
+// forces one (2 or 3 where it does not fit: blocks = 0), NN_PERSISTENT_TILE=ROWSxINPUTS (e.g.
+// 32x52) variant 2's (and 3's) tile.
 template <class T>
 PersistentPlan persistent_plan(int D, int H, int B, int device = 0);
-// A plan with a given variant, grid and tile (tile_h 0, and for variant 2 tile_d 0: the plan's
-// choice); blocks = 0 when it does not fit. For tests and benchmarks.
+// A plan with a given variant, grid and tile (tile_h 0, and for variants 2 and 3 tile_d 0: the
+// plan's choice; a variant other than 1 or 3 is 2); blocks = 0 when it does not fit. For tests and
+// benchmarks.
 template <class T>
 PersistentPlan persistent_plan_with(int D, int H, int B, int variant, int blocks, int tile_d, int tile_h = 0,
                                     int device = 0);
@@ -88,10 +94,12 @@ bool persistent_predicted_faster(const PersistentPlan& plan);
 
 // Per-phase timing of the persistent step on the device (%globaltimer; the emulator's clock):
 // with NN_PERSISTENT_PROBE=FILE in the environment, the first NN_PERSISTENT_PROBE_LAUNCHES
-// (default 3) variant-2 launches record per step and block the end of phase A, of the first
-// barrier, of phase B, of the second barrier and of phase C, and append to FILE one line per
-// launch: each phase's median over the steps of its longest block, in microseconds, and CSV rows
-// (launch, step, block, phase, ns from the step's start). Off (no file): no cost but a null
+// (default 3) variant-2 or -3 launches record per step and block the end of phase A, of the first
+// barrier, of phase B, of the second barrier and of phase C (variant 3 also, inside phase A: the
+// copies waited for, the conversion, the next gather issued), and append to FILE one line per
+// launch: each phase's median over the steps of its longest block, in microseconds (variant 3:
+// A, then its parts wait, convert, gather and forward), and CSV rows (launch, step, block, mark,
+// ns from the step's start; variant 3's marks: wait, convert, gather, A, barrier1, B, barrier2, C). Off (no file): no cost but a null
 // pointer test a phase. The launch then synchronises its stream.
 
 // The scalar arguments of a run of steps.

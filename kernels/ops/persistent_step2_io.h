@@ -16,6 +16,7 @@ template <class T>
 struct Shape2 {
   PersistentShape<T> a;
   int th, td, nht, tiles, tpb, jsplit, copy, dz_cols;
+  int window;  // variant 3's 16-byte windows (windowed()): gather_window and convert_words
   Layout L;
 };
 
@@ -41,9 +42,10 @@ __device__ __forceinline__ unsigned long long clock_ns() {
   return t;
 #endif
 }
-// Thread 0 of each block notes when it reached mark m of step s (probe on only).
+// Thread 0 of each block notes when it reached mark m of step s (probe on only); K marks a step.
+template <int K = kProbeMarks>
 __device__ __forceinline__ void mark(unsigned long long* probe, int s, int m) {
-  if (probe && threadIdx.x == 0) probe[(static_cast<std::size_t>(s) * gridDim.x + blockIdx.x) * kProbeMarks + m] = clock_ns();
+  if (probe && threadIdx.x == 0) probe[(static_cast<std::size_t>(s) * gridDim.x + blockIdx.x) * K + m] = clock_ns();
 }
 
 struct Tile {

@@ -6,11 +6,33 @@
 
 namespace nn::persist2::detail {
 
+// forward_tile's operands for inputs d .. d + 3: wv[kk][i] = W(h0 + hl + i, d + kk), xv[jj][kk] =
+// X(d + kk, jg + jj G); and their products added to acc (kk, then i, then jj: one order).
+template <class T>
+__device__ __forceinline__ void forward_load(const T* w, const T* x, int th, int ldx, int hl, int jg, int G, int d,
+                                             T (&wv)[4][4], T (&xv)[4][4]) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) ld4(w + (d + kk) * th + hl, wv[kk]);
+#pragma unroll
+  for (int jj = 0; jj < 4; ++jj) ld4(x + (jg + jj * G) * ldx + d, xv[jj]);
+}
+template <class T>
+__device__ __forceinline__ void forward_fma(T (&acc)[4][4], const T (&wv)[4][4], const T (&xv)[4][4]) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int jj = 0; jj < 4; ++jj) acc[i][jj] += wv[kk][i] * xv[jj][kk];
+}
+
 // Phase A for owned tile k: Zp[slice](h, j) = sum over the tile's inputs d (in order) of W1(h, d) X(d, j).
 // A thread owns 4 rows and the columns jg, jg + G, jg + 2G, jg + 3G (G = ceil(b / 4) groups); a
 // warp's lanes run along the rows, then along jg, so one load instruction reads W rows broadcast
-// across the column groups and consecutive X rows (distinct banks: x_stride).
-template <class T>
+// across the column groups and consecutive X rows (distinct banks: x_stride). Pipelined (variant
+// 3): two sets of operands, the next 4 inputs' loaded before the current 4's products, in the
+// same order (float only: double's two sets of operands spill registers, measured by ptxas on sm_90).
+template <bool Pipelined = false, class T>
 __device__ void forward_tile(const Shape2<T>& g, const Tile& q, int k, int b, T* Zp, unsigned char* sm) {
   const T* w = reinterpret_cast<const T*>(sm + g.L.w) + static_cast<std::size_t>(k) * round4(g.td) * g.th;
   const T* x = reinterpret_cast<const T*>(sm + g.L.x) + static_cast<std::size_t>(k) * round4(g.a.B) * g.L.ldx;
@@ -22,18 +44,22 @@ __device__ void forward_tile(const Shape2<T>& g, const Tile& q, int k, int b, T*
     for (int i = 0; i < 4; ++i)
 #pragma unroll
       for (int jj = 0; jj < 4; ++jj) acc[i][jj] = T(0);
-    for (int d = 0; d < tdl4; d += 4) {
-      T wv[4][4], xv[4][4];  // wv[kk][i] = W(h0 + hl + i, d + kk); xv[jj][kk] = X(d + kk, jg + jj G)
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk) ld4(w + (d + kk) * g.th + hl, wv[kk]);
-#pragma unroll
-      for (int jj = 0; jj < 4; ++jj) ld4(x + (jg + jj * G) * g.L.ldx + d, xv[jj]);
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk)
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-#pragma unroll
-          for (int jj = 0; jj < 4; ++jj) acc[i][jj] += wv[kk][i] * xv[jj][kk];
+    if constexpr (Pipelined) {
+      T wa[4][4], xa[4][4], wb[4][4], xb[4][4];
+      if (tdl4 > 0) forward_load(w, x, g.th, g.L.ldx, hl, jg, G, 0, wa, xa);
+      for (int d = 0; d < tdl4; d += 8) {
+        if (d + 4 < tdl4) forward_load(w, x, g.th, g.L.ldx, hl, jg, G, d + 4, wb, xb);
+        forward_fma(acc, wa, xa);
+        if (d + 4 >= tdl4) break;
+        if (d + 8 < tdl4) forward_load(w, x, g.th, g.L.ldx, hl, jg, G, d + 8, wa, xa);
+        forward_fma(acc, wb, xb);
+      }
+    } else {
+      for (int d = 0; d < tdl4; d += 4) {
+        T wv[4][4], xv[4][4];
+        forward_load(w, x, g.th, g.L.ldx, hl, jg, G, d, wv, xv);
+        forward_fma(acc, wv, xv);
+      }
     }
 #pragma unroll
     for (int jj = 0; jj < 4; ++jj) {

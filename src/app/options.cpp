@@ -52,7 +52,8 @@ Comm to_comm(const std::string& v, bool nccl) {
 }
 
 // --gemm's help, from the GEMM registry (kernels/gemm/variants.h).
-const std::string kGemmHelp = "GEMM: " + gemm_variants_help();
+const std::string kGemmHelp = "GEMM: " + gemm_variants_help() +
+    "; auto: the variant measured fastest on this GPU class at the nearest shape (kernels/gemm/auto_table.h), else 4";
 
 // clang-format off
 const Spec kSpecs[] = {
@@ -99,8 +100,16 @@ const Spec kSpecs[] = {
    [](const Config& c) { return std::string(c.shuffle ? "off" : "on"); },
    [](Config& c, const std::string& v) { c.shuffle = !to_bool(v); }},
   {"gemm", "V", kGemmHelp.c_str(),
-   [](const Config& c) { return std::to_string(c.gemm); },
+   [](const Config& c) { return c.gemm_auto ? std::string("auto") : std::to_string(c.gemm); },
    [](Config& c, const std::string& v) {
+     const std::string s = trim(v);
+     c.gemm_auto = s == "auto";
+     if (c.gemm_auto) {
+       c.gemm = gemm_default_variant();  // until train_with resolves it (train/gemm_auto.h)
+       return;
+     }
+     if (s.empty() || std::isalpha(static_cast<unsigned char>(s[0])))
+       throw BadValue{"must be auto or a variant 0.." + std::to_string(kGemmVariants - 1)};
      c.gemm = to_int32(v, 0, kGemmVariants - 1);
      if (!gemm_variant_available(c.gemm))
        throw BadValue{"variant " + v + " is not available in this build"};
@@ -202,8 +211,9 @@ const Spec kSpecs[] = {
      else throw BadValue{s.empty() ? "missing value" : "must be auto, on or off"};
    }},
   {"persistent", "M", "with the fused step at one rank: runs of steps as one cooperative launch each, "
-   "two grid barriers a step; on (an error where it cannot) | off (a graph replay a step) | auto (where "
-   "its plan predicts it faster than the fused step on this GPU)",
+   "two grid barriers a step; on (an error where it cannot) | off (a graph replay a step) | auto (as "
+   "measured where kernels/gemm/auto_table.h has this GPU class and shape, elsewhere where its plan "
+   "predicts it faster than the fused step on this GPU)",
    [](const Config& c) { return std::string(persistent_name(c.persistent)); },
    [](Config& c, const std::string& v) {
      const std::string s = trim(v);
@@ -259,6 +269,14 @@ struct Raw {
   CLI::Option* config_opt = nullptr;
 };
 
+// The command line's defaults: Config's, except that the GEMM variant is --gemm auto (the
+// measured table, train/gemm_auto.h); a Config built in code keeps the variant it names.
+Config command_line_defaults() {
+  Config c;
+  c.gemm_auto = true;
+  return c;
+}
+
 void build_app(CLI::App& app, Raw& raw) {
   app.name("nn_train");
   app.description("nn_train: two-layer MNIST network (784-H-10), data-parallel CUDA+MPI trainer");
@@ -267,7 +285,7 @@ void build_app(CLI::App& app, Raw& raw) {
   app.get_formatter()->column_width(20);
   // Unknown options and stray arguments are collected and reported by us, in order.
   app.allow_extras(true);
-  const Config defaults;
+  const Config defaults = command_line_defaults();
   for (std::size_t i = 0; i < kNumSpecs; ++i) {
     const Spec& s = kSpecs[i];
     const std::string help = std::string(s.help) + " [default: " + s.shown_default(defaults) + "]";
@@ -328,6 +346,7 @@ ParseResult parse_config(const std::vector<std::string>& args) {
   }
 
   ParseResult result;
+  result.config = command_line_defaults();
   Config& cfg = result.config;
   // The file first (every value in it checked, even those the command line overrides),
   // then the command line on top.

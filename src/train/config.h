@@ -50,9 +50,10 @@ enum class Fused { Auto, On, Off };
 const char* fused_name(Fused f);
 
 // --persistent: a lone rank's fused steps as runs of steps in one cooperative launch each
-// (kernels/ops/persistent_step.h). Auto: where the plan's model predicts it faster than the fused
-// step on this device (setup.cpp's resolve_persistent), else the fused step; On: wherever the
-// device and shape allow it, an error elsewhere.
+// (kernels/ops/persistent_step.h). Auto: as measured where kernels/gemm/auto_table.h has this
+// GPU's class and shape (gemm_auto.h), elsewhere where the plan's model predicts it faster than
+// the fused step on this device (setup.cpp's resolve_persistent), else the fused step; On:
+// wherever the device and shape allow it, an error elsewhere.
 enum class Persistent { Auto, On, Off };
 const char* persistent_name(Persistent p);
 // --exchange-chunk: layer 1's gradient in pieces of this many bytes through the host-staged
@@ -87,6 +88,8 @@ struct Config {
   std::uint64_t seed = 1;             // initial weights and per-epoch shuffles
   bool shuffle = true;                // false: batches in file order
   int gemm = 4;                       // GEMM variant (variants.h; 0 = cuBLAS, on OpenBLAS in the CPU build)
+  bool gemm_auto = false;             // --gemm auto: gemm is resolved by train_with (gemm_auto.h)
+  std::string gemm_why;               // --gemm auto, once resolved: where gemm came from ("auto: ...")
   std::string save;                   // checkpoint (weights + training state) after every epoch and at the end ("" = none)
   bool resume = false;                // with save: continue from the state in `save` if that file exists
   std::size_t save_every = 0;         // with save: also save every K steps (0 = at epoch ends only)

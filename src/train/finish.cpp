@@ -178,6 +178,7 @@ nlohmann::ordered_json performance_report(Run<T, Model>& R) {
     in.epochs = cfg.epochs;
     in.n_train = R.setup.root_plan.sizes.n_fit;
     in.gemm = cfg.gemm;
+    in.gemm_why = cfg.gemm_why;
     in.profile = cfg.profile;
     in.node_shared = R.setup.node_memory != nullptr;
     in.exact_bytes = R.setup.exact ? 2 * R.setup.exact->wire_bytes() : 0;  // as gradient_bytes: there and back

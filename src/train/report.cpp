@@ -200,6 +200,7 @@ nlohmann::ordered_json make_report(const ReportInputs& in) {
   j["precision"] = in.is_double ? "double" : "float";
   j["config"] = {{"hidden", in.hidden}, {"batch", in.batch},     {"epochs", in.epochs},
                  {"n_train", in.n_train}, {"gemm", in.gemm}, {"profile", in.profile}};
+  if (!in.gemm_why.empty()) j["config"]["gemm_auto"] = in.gemm_why;
   Json& ph = j["phases"];
   ph["forward"] = phase_json(forward);
   ph["backward"] = phase_json(backward);

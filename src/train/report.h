@@ -90,6 +90,7 @@ struct ReportInputs {
   int epochs = 0;
   std::size_t n_train = 0;  // images trained on (validation tail excluded)
   int gemm = 0;
+  std::string gemm_why;  // --gemm auto: where gemm came from ("" otherwise)
   bool profile = false;
   bool node_shared = false;  // --device cpu, shared weights: MPI carries [b1 | W2 | b2] only
   std::size_t exact_bytes = 0;  // --exact on: 2 x the fixed-point words a step sums (0: off)

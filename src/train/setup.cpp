@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -20,6 +21,7 @@
 #include "model/model.h"
 #include "schedule/shards.h"
 #include "train/agree.h"
+#include "train/gemm_auto.h"
 #include "common/device_buffer.h"
 
 namespace nn::train {
@@ -109,10 +111,11 @@ void make_followers(const Config& cfg, Setup<T, Model>& s) {
     }
 }
 
-// --persistent resolved: on where asked (an error where it cannot); auto on where the plan's model
-// predicts the persistent step faster than the fused step on this GPU (persistent_plan.cu: at one
-// rank with the fused step; docs/performance.md has what it measured), else off. The model
-// predicts a GPU's time: auto is off in the emulator build and on GPGPU-Sim.
+// --persistent resolved: on where asked (an error where it cannot); auto (at one rank with the
+// fused step) as measured where kernels/gemm/auto_table.h has this GPU's class and shape
+// (gemm_auto.h), elsewhere on where the plan's model predicts the persistent step faster than the
+// fused step on this GPU (persistent_plan.cu; docs/performance.md has what it measured), else
+// off. Both describe a GPU's time: auto is off in the emulator build and on GPGPU-Sim.
 template <class T, class Model>
 bool resolve_persistent(const Config& cfg, Setup<T, Model>& s, int p) {
   if (cfg.persistent == Persistent::Off || cfg.exact) return false;
@@ -121,7 +124,15 @@ bool resolve_persistent(const Config& cfg, Setup<T, Model>& s, int p) {
     return false;
 #else
     if (s.device_name.rfind("GPGPU-Sim", 0) == 0) return false;
-    return fused_in_use(cfg) && p == 1 && s.model->enable_persistent(true, s.max_part, true).empty();
+    if (!fused_in_use(cfg) || p != 1) return false;
+    const std::optional<bool> measured = measured_persistent(cfg.hidden, cfg.batch);
+    if (measured) {  // measured: the second kernel (architecture.md), so auto runs no other
+      if (!*measured || !s.model->enable_persistent(true, s.max_part).empty()) return false;
+      if (s.model->persistent_plan().variant == 2) return true;
+      s.model->enable_persistent(false, s.max_part);
+      return false;
+    }
+    return s.model->enable_persistent(true, s.max_part, true).empty();
 #endif
   }
   std::string why;
@@ -340,13 +351,13 @@ void print_header(std::FILE* out, const Config& cfg, const HostData& data, const
                  "--device cpu runs no CUDA kernels)\n", kind, prec, cpu_gemm_version(cfg.cpu_gemm).c_str(),
                  s.threads, s.threads == 1 ? "" : "s", build);
   else
-    std::fprintf(out, "nn_train: %s, %s, %s build, GEMM variant %d (%s)\n", kind, prec,
+    std::fprintf(out, "nn_train: %s, %s, %s build, GEMM variant %d (%s%s%s)\n", kind, prec,
 #ifdef SIM_EMULATOR
                  "emulator (SIMT on the CPU, not a GPU)",
 #else
                  "CUDA",
 #endif
-                 cfg.gemm, gemm_variant_name(cfg.gemm));
+                 cfg.gemm, gemm_variant_name(cfg.gemm), cfg.gemm_why.empty() ? "" : "; ", cfg.gemm_why.c_str());
   std::fprintf(out, "data: %s (train %llu, validation %llu, test %llu images)\n",
                data.source.empty() ? "in memory" : data.source.c_str(), (unsigned long long)sz.n_fit,
                (unsigned long long)sz.n_val, (unsigned long long)sz.n_test);

@@ -14,6 +14,7 @@
 #include "common/errors.h"
 #include "train/epoch.h"
 #include "train/finish.h"
+#include "train/gemm_auto.h"
 #include "train/run.h"
 #include "train/watchdog.h"
 
@@ -24,8 +25,9 @@ namespace {
 // The whole run with model type Model (DeviceModel<T>, or another with its public API).
 template <class T, class Model>
 TrainResult train_with(const Config& asked, const HostData& data, std::FILE* out) {
-  Config cfg = asked;  // with --cpu-gemm auto resolved: the header and report name the library used
+  Config cfg = asked;  // with --cpu-gemm and --gemm auto resolved: the header and report name what is used
   if (asked.device == Device::Cpu) cfg.cpu_gemm = resolved_cpu_gemm(asked.cpu_gemm, std::is_same_v<T, double>);
+  resolve_gemm_auto(cfg, std::is_same_v<T, double>);  // --gemm auto: the variant, on every rank (collective)
   validate(cfg);
   if constexpr (kOnHost<Model> && std::is_same_v<T, double>)
     if (cfg.cpu_gemm == model::CpuGemm::OneDNN)

@@ -74,6 +74,17 @@ TEST(Config, GemmAcceptsEveryVariant) {  // every variant of the registry (gemm/
   ASSERT_GE(nn::kGemmVariants, 6);
   for (int v = 0; v < nn::kGemmVariants; ++v)
     EXPECT_EQ(parse_config(Args{"--gemm", std::to_string(v)}).config.gemm, v);
+  EXPECT_FALSE(parse_config(Args{"--gemm", "5"}).config.gemm_auto);
+}
+
+// --gemm auto: marked, the variant left at the default until the trainer resolves it.
+TEST(Config, GemmAuto) {
+  const Config c = parse_config(Args{"--gemm", "auto"}).config;
+  EXPECT_TRUE(c.gemm_auto);
+  EXPECT_EQ(c.gemm, 4);
+  EXPECT_TRUE(parse_config(Args{}).config.gemm_auto);  // the command line's default
+  EXPECT_FALSE(Config{}.gemm_auto);                     // a Config built in code keeps its variant
+  EXPECT_REJECTED((Args{"--gemm", "fast"}), "--gemm fast: must be auto or a variant 0.." + std::to_string(nn::kGemmVariants - 1));
 }
 
 TEST(Config, RejectsNonNumbers) {

@@ -8,7 +8,8 @@ launcher. Checked against it:
   2. the sources: every live variant N has kernels/gemm/N_NAME.cu defining gemm_NAME, and every
      kernels/gemm/N_*.cu belongs to a registered N (a file without its registry line);
   3. nn_train --help: the --gemm line reads "GEMM: " + "N HELP" for every row, joined by ", "
-     (retired rows with " (retired)"), run through slurm/mpirun.sh with NN_MPIRUN=env;
+     (retired rows with " (retired)"), then "; auto: ..." (--gemm auto), run through
+     slurm/mpirun.sh with NN_MPIRUN=env;
   4. kernels/gemm/README.md: its "## Variants" table has one row "| N | `NAME` | ..." per row;
   5. gemm_bench --list: one "N NAME" line per live row.
 Usage (from anywhere; the repository is the one this file is in):
@@ -105,6 +106,9 @@ def check_help(rows, nn_train):
         text += " " + l.strip()
     m = re.search(r"GEMM: (.*?)\s*(\[default: [^\]]*\])?\s*$", text)
     got = m.group(1) if m else None
+    # "; auto: ..." after the rows: what --gemm auto picks (kernels/gemm/auto_table.h).
+    if got is not None and "; auto: " in got:
+        got = got[:got.index("; auto: ")]
     want = expected_help(rows)
     missing = [f"{n} {h}" for n, _, _, h in rows if got is None or f"{n} {h}" not in got]
     check(got == want, "nn_train --help: --gemm lists every registry row",

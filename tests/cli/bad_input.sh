@@ -339,6 +339,7 @@ expect 2 "cli: --val-fraction 1" "--val-fraction" "${base[@]}" --val-fraction 1
 expect 2 "cli: --val-fraction -0.1" "--val-fraction" "${base[@]}" --val-fraction -0.1
 expect 2 "cli: --gemm 9" "--gemm" "${base[@]}" --gemm 9
 expect 2 "cli: --gemm -1" "--gemm" "${base[@]}" --gemm -1
+expect 2 "cli: --gemm fast" "--gemm fast: must be auto or a variant" "${base[@]}" --gemm fast
 expect 2 "cli: --train-size -1" "--train-size" "${base[@]}" --train-size -1
 expect 2 "cli: --test-size abc" "--test-size" "${base[@]}" --test-size abc
 expect 2 "cli: --seed -1" "--seed" "${base[@]}" --seed -1

@@ -196,6 +196,24 @@ step persist2_tests 90 "${ONE[@]}" "$BIN/nn_tests" --gtest_filter="$P2_TESTS"
 step persist2_probe_256_100 60 "${ONE[@]}" NN_PERSISTENT_PROBE="$LOGS/persist2_probe_256_100.txt" \
   NN_PERSISTENT_PROBE_LAUNCHES=5 "$BIN/nn_train" "${TRAIN[@]}" --persistent on --epochs 1 --train-size 20000
 step persist2_verify_256_100 60 "${ONE[@]}" "$BIN/nn_train" "${TRAIN[@]}" --persistent on --epochs 1 --verify
+# Variant 3 of the second kernel (NN_PERSISTENT_VARIANT=3: 16-byte windows, the conversion four
+# bytes at a time, the tail in the next step's phase A) against variant 2 at 256:100, one after the
+# other at the plan's tile and at 16x100: the probe with phase A split (wait, convert, gather,
+# forward), --verify, four epochs each.
+step persist2_probe_v3_256_100 60 "${ONE[@]}" NN_PERSISTENT_VARIANT=3 NN_PERSISTENT_PROBE="$LOGS/persist2_probe_v3_256_100.txt" \
+  NN_PERSISTENT_PROBE_LAUNCHES=5 "$BIN/nn_train" "${TRAIN[@]}" --persistent on --epochs 1 --train-size 20000
+step persist2_v3_verify_256_100 60 "${ONE[@]}" NN_PERSISTENT_VARIANT=3 "$BIN/nn_train" "${TRAIN[@]}" --persistent on \
+  --epochs 1 --verify
+for tile in plan 16x100; do
+  for v in 2 3; do
+    step "persist2_v${v}_train_${tile}_256_100" 45 "${ONE[@]}" NN_PERSISTENT_VARIANT=$v \
+      NN_PERSISTENT_TILE="${tile/plan/}" "$BIN/nn_train" "${TRAIN[@]}" --epochs 4 --persistent on \
+      --metrics "$LOGS/persist2_v${v}_train_${tile}_256_100.csv"
+  done
+done
+step persist2_probe_v3_16x100_256_100 60 "${ONE[@]}" NN_PERSISTENT_VARIANT=3 NN_PERSISTENT_TILE=16x100 \
+  NN_PERSISTENT_PROBE="$LOGS/persist2_probe_v3_16x100_256_100.txt" NN_PERSISTENT_PROBE_LAUNCHES=5 "$BIN/nn_train" \
+  "${TRAIN[@]}" --persistent on --epochs 1 --train-size 20000
 for hb in 256:100 512:800 1024:1000 1024:3000; do
   P2=(--data data/current --hidden "${hb%:*}" --batch "${hb#*:}" --lr 0.5 --reg 1e-4 --epochs 4)
   step "persist2_train_${hb/:/_}" 45 "${ONE[@]}" "$BIN/nn_train" "${P2[@]}" --persistent on \

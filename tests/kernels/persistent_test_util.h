@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "common/device_buffer.h"
@@ -147,5 +149,22 @@ Outcome<T> run_device(const Data& d, const std::vector<T>& P0, nn::PersistentPla
   return r;
 }
 
+// An environment variable set for a scope (the plan reads NN_PERSISTENT_* when it is made).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) had_ = true, old_ = old;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (had_) setenv(name_, old_.c_str(), 1);
+    else unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  bool had_ = false;
+  std::string old_;
+};
 
 }  // namespace nn::test::persist

@@ -18,23 +18,6 @@ namespace {
 
 using namespace nn::test::persist;
 
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) had_ = true, old_ = old;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (had_) setenv(name_, old_.c_str(), 1);
-    else unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  bool had_ = false;
-  std::string old_;
-};
-
 TEST(PersistentPlan, Variant2WhereItFitsAndVariant1OnRequest) {
   // 48 x 70 at batches of 16 fits one emulated SM (SMs = workers); on an H200, 784 x 256 x 100 does.
   const nn::PersistentPlan p = nn::persistent_plan<float>(48, 70, 16);

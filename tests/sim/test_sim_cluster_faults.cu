@@ -4,10 +4,11 @@
 // map_shared_rank outside the cluster or of memory that is not shared, cluster shapes the device
 // refuses (a grid that is not a whole number of clusters, over the portable 8 blocks without the
 // opt-in, over 16, the attribute against __cluster_dims__), and cluster barriers not every block
-// reaches. Emulator only: on a GPU these hang, race or are refused with codes not checked here.
+// reaches; and a launch both cooperative and clustered. Emulator only: on a GPU these hang, race or are refused with codes not checked here.
 #include <cooperative_groups.h>
 
 #include <string>
+#include <vector>
 
 #include "sim_test_util.h"
 
@@ -68,6 +69,18 @@ __global__ void __cluster_dims__(2, 1, 1) pair_kernel(int* out) {
 
 __global__ void plain_kernel(int* out) {
   if (threadIdx.x == 0) out[blockIdx.x] = 1;
+}
+
+// Cooperative and clustered: the cluster's value through DSMEM, then every block's through the grid barrier.
+__global__ void coop_cluster_kernel(int* slots, int* out) {
+  __shared__ int v;
+  cg::cluster_group c = cg::this_cluster();
+  if (threadIdx.x == 0) v = int(blockIdx.x);
+  c.sync();
+  if (threadIdx.x == 0) slots[blockIdx.x] = *c.map_shared_rank(&v, int(c.num_blocks() - 1 - c.block_rank()));
+  c.sync();
+  cg::this_grid().sync();
+  if (threadIdx.x == 0) out[blockIdx.x] = slots[(blockIdx.x + 2) % gridDim.x];
 }
 
 extern "C" void __asan_init() __attribute__((weak));
@@ -188,6 +201,21 @@ TEST_F(SimClusterFaults, ShapesTheDeviceRefuses) {
   EXPECT_EQ(cudaFuncSetAttribute(pair_kernel, cudaFuncAttributeRequiredClusterWidth, 4), cudaErrorNotPermitted);
   (void)cudaGetLastError();
   EXPECT_CUDA_OK(cudaDeviceSynchronize());  // refusals are not sticky
+}
+
+TEST_F(SimClusterFaults, CooperativeClusteredLaunchRunsEveryBlockAtOnce) {
+  sim::set_racecheck_all();
+  DeviceBuffer<int> slots(6), out(6);
+  cudaLaunchAttribute attr[2];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = 2, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
+  attr[1].id = cudaLaunchAttributeCooperative;
+  attr[1].val.cooperative = 1;
+  cudaLaunchConfig_t cfg = {dim3(6), dim3(32), 0, nullptr, attr, 2};
+  ASSERT_CUDA_OK(cudaLaunchKernelEx(&cfg, coop_cluster_kernel, slots.get(), out.get()));
+  ASSERT_LAUNCH_OK();
+  const std::vector<int> h = out.download();
+  for (int b = 0; b < 6; ++b) EXPECT_EQ(h[b], ((b + 2) % 6) ^ 1) << "block " << b;  // its pair's index
 }
 
 TEST_F(SimClusterFaults, BlockExitingBeforeTheClusterBarrierFaultsInsteadOfHanging) {
