@@ -1,9 +1,9 @@
 // The fourth persistent kernel (kernels/ops/persistent_step4.cu: thread block clusters, distributed
 // shared memory, one grid barrier a step) against float64 SGD computed from the definition, at 784
 // inputs (slices of 98 over clusters of 8 blocks): 64 hidden units over a run whose last batch is
-// short, and 256 units at batches of 100 (16 clusters, 128 blocks); the same bits for any split of
-// the steps into launches; its plan and its refusals. The emulator's device gets as many SMs as
-// the grid needs (SIM_WORKERS: one SM a worker).
+// short, and 256 units at batches of 100 (16 clusters, 128 blocks, on a GPU); the same bits for any
+// split of the steps into launches; its plan and its refusals. The emulator's device gets 64 SMs
+// (one a worker), and its hazard checks are on.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -148,10 +148,13 @@ TEST_F(PersistentCluster, PlanGivesOneBlockAnSmAndRefusesInOneLine) {
   EXPECT_NE(why.find("shared memory"), std::string::npos) << why;
   EXPECT_EQ(why.find('\n'), std::string::npos) << why;
   // NN_PERSISTENT_VARIANT=4 gives variant 4, or blocks = 0 and the reason.
+  const char* old = std::getenv("NN_PERSISTENT_VARIANT");
+  const std::string saved = old ? old : "";
   setenv("NN_PERSISTENT_VARIANT", "4", 1);
   const nn::PersistentPlan forced = nn::persistent_plan<float>(784, 64, 37);
   const nn::PersistentPlan refused = nn::persistent_plan<float>(784, 64, 4000);
-  unsetenv("NN_PERSISTENT_VARIANT");
+  if (old) setenv("NN_PERSISTENT_VARIANT", saved.c_str(), 1);
+  else unsetenv("NN_PERSISTENT_VARIANT");
   EXPECT_EQ(forced.variant, 4);
   EXPECT_GT(forced.blocks, 0) << forced.why;
   EXPECT_EQ(refused.blocks, 0);

@@ -20,8 +20,18 @@ namespace {
 
 class ScopedVariant4 {
  public:
-  ScopedVariant4() { setenv("NN_PERSISTENT_VARIANT", "4", 1); }
-  ~ScopedVariant4() { unsetenv("NN_PERSISTENT_VARIANT"); }
+  ScopedVariant4() {
+    if (const char* v = std::getenv("NN_PERSISTENT_VARIANT")) had_ = true, old_ = v;
+    setenv("NN_PERSISTENT_VARIANT", "4", 1);
+  }
+  ~ScopedVariant4() {
+    if (had_) setenv("NN_PERSISTENT_VARIANT", old_.c_str(), 1);
+    else unsetenv("NN_PERSISTENT_VARIANT");
+  }
+
+ private:
+  bool had_ = false;
+  std::string old_;
 };
 
 bool clusters_here() {
