@@ -4,6 +4,9 @@
     python3 bench/auto_table.py           print the rows the committed CSVs give
     python3 bench/auto_table.py --check   compare them with kernels/gemm/auto_table.h
     python3 bench/auto_table.py --self-test
+    python3 bench/auto_table.py --run DIR [--class 9.0]
+                                          the rows of a newer GPU run: the table_* CSVs that
+                                          tests/cuda/gpu_session.sh writes (its "0w" block)
 
 Provenance: bench/results/h200-2026-11-28c/ (session/, sweep/, check/), nn_train's --metrics
 CSVs at one rank on an NVIDIA H200 (compute capability 9.0).
@@ -34,6 +37,12 @@ GROUPS = {
     "persistent": ["session/persist2_train_*.csv", "session/peer_ours_persistent_*.csv",
                    "sweep/sweep_tile_*.csv", "check/check_tile_*.csv"],
 }
+# The same configurations as a gpu_session.sh run's table_* steps name them (one folder).
+RUN_GROUPS = {
+    "gemm4": ["table_gemm4_*.csv"],
+    "gemm5": ["table_gemm5_*.csv"],
+    "persistent": ["table_persist2_*.csv"],
+}
 SHAPE = re.compile(r"_(\d+)_(\d+)(?:_r\d+)?\.csv$")
 ROW = re.compile(r"^\s*\{\s*(\d+),\s*(\d+),\s*(\d+),\s*(\d+),\s*(\d+),\s*(true|false),\s*([\d.]+),"
                  r"\s*([\d.]+),\s*([\d.]+)\s*\},\s*$")
@@ -45,10 +54,10 @@ def median_ms(path):
     return round(statistics.median(used) * 1000, 2)
 
 
-def fastest(run_dir):
+def fastest(run_dir, groups=None):
     """{(H, B): {config: ms}}: each configuration's fastest run at each shape."""
     best = {}
-    for config, patterns in GROUPS.items():
+    for config, patterns in (groups or GROUPS).items():
         for pattern in patterns:
             for path in glob.glob(os.path.join(run_dir, pattern)):
                 m = SHAPE.search(path)
@@ -61,16 +70,16 @@ def fastest(run_dir):
     return best
 
 
-def derive(run_dir=RUN):
+def derive(run_dir=RUN, groups=None, cls=CLASS):
     """The table's rows, sorted by shape: (major, minor, H, B, gemm, persistent, g4, g5, p)."""
     rows = []
-    for (h, b), cell in sorted(fastest(run_dir).items()):
+    for (h, b), cell in sorted(fastest(run_dir, groups).items()):
         if "gemm4" not in cell or "gemm5" not in cell:
             continue  # a shape needs both fused variants measured to choose
         g4, g5 = cell["gemm4"], cell["gemm5"]
         gemm, fused = (5, g5) if g5 < g4 else (4, g4)
         p = cell.get("persistent", 0.0)
-        rows.append((*CLASS, h, b, gemm, bool(p) and p < fused, g4, g5, p))
+        rows.append((*cls, h, b, gemm, bool(p) and p < fused, g4, g5, p))
     return rows
 
 
@@ -141,6 +150,15 @@ def main(argv):
         return check()
     if argv == ["--self-test"]:
         return self_test()
+    if argv[:1] == ["--run"] and len(argv) in (2, 4) and (len(argv) == 2 or argv[2] == "--class"):
+        cls = tuple(int(x) for x in argv[3].split(".")) if len(argv) == 4 else CLASS
+        rows = derive(argv[1], RUN_GROUPS, cls)
+        if not rows:
+            print(f"auto-table: no shape of {argv[1]} has both table_gemm4_* and table_gemm5_* runs", file=sys.stderr)
+            return 1
+        for r in rows:
+            print(shown(r))
+        return 0
     if argv:
         print(__doc__.strip(), file=sys.stderr)
         return 2

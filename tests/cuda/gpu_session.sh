@@ -150,6 +150,11 @@ summarise() {
     sanitize_*) { grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^tests: |FAILED' "$f" | sort | uniq -c | tr '\n' ' ' | cut -c1-200; } ;;
     nccl_tests) { grep -E '^\[  (PASSED|FAILED)  \]|tests? ran|SKIPPED|Failure' "$f" | head -4 | tr '\n' ' ' | cut -c1-200; } ;;
     nccl_*) { grep -E '^communication:|verify:|share the GPU|^error' "$f" | tail -2 | tr '\n' ' ' | cut -c1-200; } ;;
+    cluster_tests) { grep -E '^\[  (PASSED|FAILED)  \]|tests? ran|SKIPPED|Failure' "$f" | head -4 | tr '\n' ' ' | cut -c1-200; } ;;
+    table_*) { grep -iE 'test precision|^epoch +4|GEMM variant|refus|error' "$f" | tail -3 | tr '\n' ' ' | cut -c1-200; } ;;
+    probe_v*) { grep -h '^# persistent probe' "$LOGS/$1.txt" 2>/dev/null | tail -1 | sed 's/.*us://' | cut -c1-200; } ;;
+    sanitize_v*) { grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|SYNCCHECK SUMMARY|test precision' "$f" | sort | uniq -c | tr '\n' ' ' | cut -c1-200; } ;;
+    gemm_4096) { grep -E '^square4096' "$f" | awk '{printf "%s %s ", $6, $9}' | cut -c1-200; } ;;
     persist2_tests) { grep -E '^\[  (PASSED|FAILED)  \]|tests? ran|Failure' "$f" | head -4 | tr '\n' ' ' | cut -c1-200; } ;;
     persist2_probe*) { grep -h '^# persistent probe' "$LOGS/$1.txt" 2>/dev/null | tail -1 | sed 's/.*us://' | cut -c1-200; } ;;
     persist2_sanitize*) { grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|SYNCCHECK SUMMARY|test precision' "$f" | sort | uniq -c | tr '\n' ' ' | cut -c1-200; } ;;
@@ -172,6 +177,46 @@ summarise() {
 
 TRAIN=(--data data/current --hidden 256 --batch 100 --lr 0.5 --reg 1e-4)
 CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1)
+# 0w. What decides the defaults, in one call (STEPS='cluster_tests table_* peer_jax_scan_* peer_torch_graph_*
+#     probe_v* sanitize_v* gemm_4096'): the kernel tests of the new paths on the GPU (the emulator's
+#     cluster tests, variants 3 and 4 of the persistent step, --gemm auto's rules); at the four
+#     shapes the default (--gemm auto), the fused step with --gemm 4, --gemm 5 (mma.sync) and
+#     --gemm 5 with wgmma (NN_TF32_WGMMA=1), the persistent step's variants 2, 3 (16-byte windows,
+#     the tail in phase A) and 4 (clusters, one grid barrier a step), each 4 epochs
+#     (`python3 bench/auto_table.py --run OUT.logs` prints the table's rows from the table_* CSVs);
+#     the per-phase probe of variants 2 and 3 at the plan's tile; compute-sanitizer on variants 3
+#     and 4; the GEMM lab at 4096^3 (wgmma against cuBLAS SGEMM). The peers come from 0q's steps.
+step cluster_tests 90 "${ONE[@]}" "$BIN/nn_tests" \
+  --gtest_filter='SimCluster*:PersistentStep*:PersistentCluster*:PersistentVariant*:PersistentPlan*:GemmAuto*'
+for hb in 256:100 512:800 1024:1000 1024:3000; do
+  s=${hb/:/_}
+  TB=(--data data/current --hidden "${hb%:*}" --batch "${hb#*:}" --lr 0.5 --reg 1e-4 --epochs 4)
+  step "table_default_$s" 30 "${ONE[@]}" "$BIN/nn_train" "${TB[@]}" --metrics "$LOGS/table_default_$s.csv" \
+    --report "$LOGS/table_default_$s.json"
+  for g in 4 5; do
+    step "table_gemm${g}_$s" 30 "${ONE[@]}" NN_PDL=0 "$BIN/nn_train" "${TB[@]}" --persistent off --gemm $g \
+      --metrics "$LOGS/table_gemm${g}_$s.csv"
+  done
+  step "table_gemm5w_$s" 30 "${ONE[@]}" NN_PDL=0 NN_TF32_WGMMA=1 "$BIN/nn_train" "${TB[@]}" --persistent off --gemm 5 \
+    --metrics "$LOGS/table_gemm5w_$s.csv"
+  for v in 2 3 4; do
+    step "table_persist${v}_$s" 30 "${ONE[@]}" NN_PERSISTENT_VARIANT=$v "$BIN/nn_train" "${TB[@]}" --persistent on \
+      --metrics "$LOGS/table_persist${v}_$s.csv"
+  done
+done
+for v in 2 3; do
+  step "probe_v${v}_256_100" 60 "${ONE[@]}" NN_PERSISTENT_VARIANT=$v NN_PERSISTENT_PROBE="$LOGS/probe_v${v}_256_100.txt" \
+    NN_PERSISTENT_PROBE_LAUNCHES=5 "$BIN/nn_train" "${TRAIN[@]}" --persistent on --epochs 1 --train-size 20000
+done
+if [ -n "$CS" ]; then
+  for v in 3 4; do
+    for tool in memcheck racecheck synccheck; do
+      step "sanitize_v${v}_$tool" 150 "${ONE[@]}" NN_PERSISTENT_VARIANT=$v "$CS" --tool "$tool" --error-exitcode 99 \
+        --print-limit 20 "$BIN/nn_train" "${TRAIN[@]}" --persistent on --epochs 1 --train-size 3200
+    done
+  done
+fi
+step gemm_4096 120 "${ONE[@]}" "$BIN/gemm_bench" --variants 0,4,5 --tf32 --only square4096 --csv "$LOGS/gemm_4096.csv"
 # 0s. The second persistent kernel (kernels/ops/persistent_step2.cu: each block's W1 tiles in shared
 #     memory for the launch, its input slice gathered once a step, a step ahead, by asynchronous
 #     copies; every phase on every block) and programmatic dependent launch (PDL) of the fused step
