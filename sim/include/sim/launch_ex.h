@@ -93,6 +93,23 @@ inline cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* cfg, const void
   return ::sim::detail::untyped_launch(fn, lp, args, "cudaLaunchKernelExC");
 }
 
+// CUDA's untyped launch, (void*)kernel and args[i] pointing to argument i; the kernel is known with
+// its types (find_kernel) from the program's start (simcc's registration) or from a typed use.
+inline cudaError_t cudaLaunchKernel(const void* fn, dim3 grid, dim3 block, void** args, size_t shmem = 0,
+                                    cudaStream_t stream = nullptr, const char* file = __builtin_FILE(),
+                                    int line = __builtin_LINE()) {
+  ::sim::detail::LaunchParams lp{"kernel", file, line, grid, block, shmem, stream, fn};
+  return ::sim::detail::untyped_launch(fn, lp, args, "cudaLaunchKernel");
+}
+// The typed form CUDA's header adds (a template over the kernel's type).
+template <class... P>
+inline cudaError_t cudaLaunchKernel(void (*fn)(P...), dim3 grid, dim3 block, void** args, size_t shmem = 0,
+                                    cudaStream_t stream = nullptr, const char* file = __builtin_FILE(),
+                                    int line = __builtin_LINE()) {
+  ::sim::detail::note_typed(fn);
+  return cudaLaunchKernel(reinterpret_cast<const void*>(fn), grid, block, args, shmem, stream, file, line);
+}
+
 // CUDA's untyped cooperative launch, (void*)kernel and args[i] pointing to argument i. The kernel
 // must be known to the emulator with its types (find_kernel): launched or queried typed before
 // (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, ...), as a cooperative grid is sized).
