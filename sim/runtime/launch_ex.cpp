@@ -2,7 +2,8 @@
 // the registry of kernels seen with their parameter types (what an untyped launch needs), the
 // attributes of cudaLaunchKernelEx, and per stream the previous kernel, whose accesses a PDL
 // launch's threads may overlap until they call cudaGridDependencySynchronize() (the hazard
-// itself is checked with the global race records, checks.cpp). Tested by tests/sim/test_sim_pdl.cu.
+// itself is checked with the global race records, checks.cpp). Tested by tests/sim/test_sim_pdl.cu and
+// tests/sim/test_sim_untyped.cu.
 #include <map>
 #include <set>
 #include "internal.h"

@@ -57,6 +57,16 @@ cudaLaunchConfig_t config(dim3 grid, dim3 block, cudaLaunchAttribute* attr, bool
   return cfg;
 }
 
+// how: 0 cudaLaunchKernel, 1 cudaLaunchCooperativeKernel, 2 cudaLaunchKernelExC, 3 the same with
+// the cooperative attribute.
+cudaError_t launch(int how, const void* kernel, dim3 grid, dim3 block, void** args) {
+  cudaLaunchAttribute attr[1];
+  const cudaLaunchConfig_t cfg = config(grid, block, attr, how == 3);
+  if (how == 0) return cudaLaunchKernel(kernel, grid, block, args, 0, nullptr);
+  if (how == 1) return cudaLaunchCooperativeKernel(kernel, grid, block, args, 0, nullptr);
+  return cudaLaunchKernelExC(&cfg, kernel, args);
+}
+
 class SimUntyped : public simtest::SimTest {};
 
 TEST_F(SimUntyped, PlainKernelThroughEveryUntypedLaunch) {
@@ -70,11 +80,7 @@ TEST_F(SimUntyped, PlainKernelThroughEveryUntypedLaunch) {
     int n = kN;
     float a = 2.0f, b = 0.5f + float(how);
     void* args[] = {&pin, &pout, &n, &a, &b};
-    cudaLaunchAttribute attr[1];
-    const cudaLaunchConfig_t cfg = config(dim3(2), dim3(64), attr, how == 3);
-    if (how == 0) ASSERT_CUDA_OK(cudaLaunchKernel(kernel, dim3(2), dim3(64), args, 0, nullptr));
-    if (how == 1) ASSERT_CUDA_OK(cudaLaunchCooperativeKernel(kernel, dim3(2), dim3(64), args, 0, nullptr));
-    if (how >= 2) ASSERT_CUDA_OK(cudaLaunchKernelExC(&cfg, kernel, args));
+    ASSERT_CUDA_OK(launch(how, kernel, dim3(2), dim3(64), args));
     ASSERT_LAUNCH_OK();
     const std::vector<float> got = out.download();
     for (int i = 0; i < kN; ++i) ASSERT_EQ(got[i], 2.0f * h[i] + b) << "launch " << how << ", element " << i;
@@ -85,7 +91,7 @@ TEST_F(SimUntyped, TemplateInstantiationsThroughEveryUntypedLaunch) {
   const std::vector<float> hf = ramp();
   std::vector<int> hi(kN);
   for (int i = 0; i < kN; ++i) hi[i] = i - 7;
-  for (int how = 0; how < 3; ++how) {  // cudaLaunchKernel, cooperative, ExC
+  for (int how = 0; how < 4; ++how) {  // as above
     DeviceBuffer<float> inf(hf), outf(kN);
     DeviceBuffer<int> ini(hi), outi(kN);
     const float* pinf = inf.get();
@@ -99,14 +105,9 @@ TEST_F(SimUntyped, TemplateInstantiationsThroughEveryUntypedLaunch) {
     void* argsi[] = {&pini, &pouti, &n, &addi};
     const void* kf = reinterpret_cast<const void*>(untyped_scale<float, 3>);
     const void* ki = reinterpret_cast<const void*>(untyped_scale<int, -2>);
-    cudaLaunchAttribute attr[1];
-    const cudaLaunchConfig_t cfg = config(dim3(3), dim3(32), attr, false);
-    for (const auto& [k, args] : {std::pair{kf, argsf}, std::pair{ki, argsi}}) {
-      if (how == 0) ASSERT_CUDA_OK(cudaLaunchKernel(k, dim3(3), dim3(32), args, 0, nullptr));
-      if (how == 1) ASSERT_CUDA_OK(cudaLaunchCooperativeKernel(k, dim3(3), dim3(32), args, 0, nullptr));
-      if (how == 2) ASSERT_CUDA_OK(cudaLaunchKernelExC(&cfg, k, args));
-      ASSERT_LAUNCH_OK();
-    }
+    ASSERT_CUDA_OK(launch(how, kf, dim3(3), dim3(32), argsf));
+    ASSERT_CUDA_OK(launch(how, ki, dim3(3), dim3(32), argsi));
+    ASSERT_LAUNCH_OK();
     const std::vector<float> gf = outf.download();
     const std::vector<int> gi = outi.download();
     for (int i = 0; i < kN; ++i) {

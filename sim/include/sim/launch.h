@@ -175,8 +175,8 @@ struct KernelLaunch {
 
 // The kernels the emulator has seen with their parameter types (runtime/launch_ex.cpp): an
 // untyped launch (cudaLaunchCooperativeKernel(const void*, ...), cudaLaunchKernelExC) finds
-// its kernel's typed launcher here. A typed launch, cudaLaunchKernelEx and the typed
-// occupancy and attribute queries enter the kernel.
+// its kernel's typed launcher here. simcc's registration at load (below), a typed launch,
+// cudaLaunchKernelEx and the typed occupancy and attribute queries enter the kernel.
 using UntypedLauncher = void (*)(const void* fn, const LaunchParams& lp, void** args);
 void note_kernel(const void* fn, UntypedLauncher launcher, const char* name);
 UntypedLauncher find_kernel(const void* fn, const char** name);

@@ -1,6 +1,6 @@
 // Launches with attributes and untyped launches under the SIMT CPU emulator: cudaLaunchKernelEx
-// (typed, also inside a stream capture), cudaLaunchKernelExC and cudaLaunchCooperativeKernel
-// with `const void*` kernels, and programmatic dependent launch (PDL):
+// (typed, also inside a stream capture), cudaLaunchKernelExC, cudaLaunchKernel and
+// cudaLaunchCooperativeKernel with `const void*` kernels, and programmatic dependent launch (PDL):
 // cudaLaunchAttributeProgrammaticStreamSerialization, cudaGridDependencySynchronize() and
 // cudaTriggerProgrammaticLaunchCompletion(). Runtime: runtime/launch_ex.cpp, runtime/checks.cpp
 // (the PDL hazard); sim/docs/async.md describes the model. Tested by tests/sim/test_sim_pdl.cu.
@@ -111,8 +111,7 @@ inline cudaError_t cudaLaunchKernel(void (*fn)(P...), dim3 grid, dim3 block, voi
 }
 
 // CUDA's untyped cooperative launch, (void*)kernel and args[i] pointing to argument i. The kernel
-// must be known to the emulator with its types (find_kernel): launched or queried typed before
-// (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, ...), as a cooperative grid is sized).
+// is known to the emulator with its types (find_kernel) as for cudaLaunchKernel above.
 inline cudaError_t cudaLaunchCooperativeKernel(const void* fn, dim3 grid, dim3 block, void** args, size_t shmem = 0,
                                                cudaStream_t stream = nullptr, const char* file = __builtin_FILE(),
                                                int line = __builtin_LINE()) {
