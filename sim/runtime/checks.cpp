@@ -980,16 +980,23 @@ void global_race_atomic(DevRec& r, uintptr_t a, size_t n) {
 // in a cooperative one the OS thread yields to the other blocks, and a spin no block ends is a
 // fault after SIM_SPIN_TIMEOUT_S seconds (default 30) instead of a hang.
 constexpr uint32_t kSpinYield = 4096, kSpinLimit = uint32_t(1) << 20;
+// The same holds for atomics that return the word's value and leave it unchanged (atomicAdd(p, 0),
+// atomicOr(p, 0), atomicCAS(p, x, y) that fails, atomicMax below the value, atomicExch of the value it
+// holds), with the same operands each time: a barrier or lock polled with atomics. An atomic that
+// changes the word, or one with other operands, ends the count (a counter, or an atomicMax over
+// the elements of an array, is no spin).
 [[noreturn]] __attribute__((noinline)) void spin_fault(Worker& w, const DevRec& r, uintptr_t a, const void* pc,
-                                                       const std::string& why) {
+                                                       bool atomic, const std::string& why) {
   w.fiber_fault(cudaErrorLaunchFailure,
-                strf("thread %s of block %s read the volatile word at byte offset %zu of cudaMalloc allocation "
+                strf("thread %s of block %s read the %s at byte offset %zu of cudaMalloc allocation "
                      "%p%s %u times in a row without its value changing: %s",
                      thread_str(w, static_cast<unsigned>(w.cur)).c_str(), block_str(w, linear_block(w)).c_str(),
+                     atomic ? "word (with atomics that left it unchanged)" : "volatile word",
                      static_cast<size_t>(a - r.lo), reinterpret_cast<void*>(r.prog), at_line(pc).c_str(),
                      w.ctx[w.cur].spin_reads, why.c_str()));
 }
-__attribute__((noinline)) void spinning(Worker& w, const DevRec& r, uintptr_t a, const void* pc) {
+__attribute__((noinline)) void spinning(Worker& w, const DevRec& r, uintptr_t a, const void* pc,
+                                        bool atomic = false) {
   ThreadCtx& c = w.ctx[w.cur];
   const Launch& L = *w.L;
   if (!L.cooperative) {
@@ -1001,7 +1008,7 @@ __attribute__((noinline)) void spinning(Worker& w, const DevRec& r, uintptr_t a,
     const std::string n = strf("kernel '%s' (launched at %s:%d) has %llu blocks of %u threads, and at most %llu per "
                                "SM x %d SMs = %llu can be resident at once",
                                L.name, L.file, L.line, L.nblocks, L.nthreads, per_sm, sms, fit);
-    spin_fault(w, r, a, pc,
+    spin_fault(w, r, a, pc, atomic,
                L.nblocks > fit
                    ? strf("a hand-made barrier or flag wait over more blocks than can be resident: %s, so the "
                           "block it waits for may never start until this one ends (on a GPU, a hang); launch at "
@@ -1021,7 +1028,7 @@ __attribute__((noinline)) void spinning(Worker& w, const DevRec& r, uintptr_t a,
   const double limit = env && *env ? std::atof(env) : 30.0;
   const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - c.spin_since).count();
   if (waited > limit)
-    spin_fault(w, r, a, pc,
+    spin_fault(w, r, a, pc, atomic,
                strf("no block of the cooperative launch of '%s' changed it in %.0f s (SIM_SPIN_TIMEOUT_S): a "
                     "hand-made barrier or flag wait that can never complete (on a GPU, a hang)",
                     L.name, waited));
@@ -1158,6 +1165,8 @@ inline void globals_access(Worker& w, uintptr_t a, size_t n, bool write, const v
 // SIM_ATOMIC_CHECK_; the atomics themselves are not instrumented).
 namespace {
 thread_local bool tl_global_atomic = false;  // atomic_access saw a device-memory atomic
+thread_local DevRec* tl_atomic_rec = nullptr;  // its allocation and call site
+thread_local const void* tl_atomic_pc = nullptr;
 void note_atomic(const Worker& w) {
   if (!w.L || !w.L->racecheck) return;
   std::lock_guard<std::mutex> lk(g_sync_m);
@@ -1170,11 +1179,32 @@ void note_atomic(const Worker& w) {
 // for the "last block done" ordering from here on: were it noted before the operation, a
 // fence another block makes between the note and the operation (which the operation then
 // sees) would be taken for one after it, and correct code reported as a race.
-void atomic_done() {
+// It also counts the spins of atomics ("volatile flags" above): `old` is the value the atomic
+// returned; the word holding it still is what an atomic that changed nothing leaves (one that
+// changed it, or whose change another thread undid in between, resets the count).
+void atomic_done(const void* p, unsigned n, unsigned long long old, unsigned long long operands) {
   if (!tl_global_atomic) return;
   tl_global_atomic = false;
   Worker* w = tl_worker;
-  if (w && w->in_block && w->cur >= 0) note_atomic(*w);
+  if (!w || !w->in_block || w->cur < 0) return;
+  note_atomic(*w);
+  ThreadCtx& c = w->ctx[w->cur];
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  unsigned long long now = 0;
+  if (n == 8) now = __atomic_load_n(reinterpret_cast<const uint64_t*>(p), __ATOMIC_RELAXED);
+  else if (n == 4) now = __atomic_load_n(reinterpret_cast<const uint32_t*>(p), __ATOMIC_RELAXED);
+  else now = __atomic_load_n(reinterpret_cast<const uint16_t*>(p), __ATOMIC_RELAXED);
+  if (now != old) {
+    c.spin_reads = 0;
+    return;
+  }
+  const uint64_t key = (old ^ operands * 0xff51afd7ed558ccdull) * 0xc4ceb9fe1a85ec53ull;
+  const uint32_t v = static_cast<uint32_t>(key ^ (key >> 32));
+  if (c.spin_word == a && c.spin_value == v) {
+    if (++c.spin_reads >= kSpinYield && tl_atomic_rec) spinning(*w, *tl_atomic_rec, a, tl_atomic_pc, true);
+  } else {
+    c.spin_word = a, c.spin_value = v, c.spin_reads = 1;
+  }
 }
 
 uint64_t note_cluster_sync() {
@@ -1238,6 +1268,8 @@ void atomic_access(const void* p, size_t n) {
     global_access(*w, *r, a, n, true, pc, true);
     if (r->racing) global_race_atomic(*r, a, n);
     tl_global_atomic = true;  // atomic_done notes it once the operation has taken place
+    tl_atomic_rec = r;
+    tl_atomic_pc = pc;
     return;
   }
   if (g_globals && a - g_glo.load() < g_ghi.load() - g_glo.load()) globals_access(*w, a, n, true, pc);

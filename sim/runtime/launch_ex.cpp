@@ -2,7 +2,8 @@
 // the registry of kernels seen with their parameter types (what an untyped launch needs), the
 // attributes of cudaLaunchKernelEx, and per stream the previous kernel, whose accesses a PDL
 // launch's threads may overlap until they call cudaGridDependencySynchronize() (the hazard
-// itself is checked with the global race records, checks.cpp). Tested by tests/sim/test_sim_pdl.cu.
+// itself is checked with the global race records, checks.cpp). Tested by tests/sim/test_sim_pdl.cu and
+// tests/sim/test_sim_untyped.cu.
 #include <map>
 #include <set>
 #include "internal.h"
@@ -14,6 +15,7 @@ namespace {
 struct Known {
   UntypedLauncher launcher;
   const char* name;
+  bool from_load;  // name from the registration at load time: a typed use's name replaces it
 };
 std::mutex& registry_mutex() {
   static std::mutex m;
@@ -29,7 +31,24 @@ void note_kernel(const void* fn, UntypedLauncher launcher, const char* name) {
   std::lock_guard<std::mutex> lk(registry_mutex());
   Known& k = registry()[fn];
   k.launcher = launcher;
-  if (name && *name && (!k.name || !*k.name)) k.name = name;
+  if (name && *name && (!k.name || !*k.name || k.from_load)) k.name = name, k.from_load = false;
+}
+
+// Before main (sim/launch.h's kernel_at_load): the kernel's name is what follows "F = " in
+// "const char* sim::detail::kernel_pretty() [with auto F = k<float>]".
+void note_kernel_at_load(const void* fn, UntypedLauncher launcher, const char* pretty) {
+  std::string name = pretty ? pretty : "";
+  const size_t at = name.find("F = ");
+  name = at == std::string::npos ? std::string("kernel") : name.substr(at + 4);
+  if (!name.empty() && name.back() == ']') name.pop_back();
+  if (name.size() > 4 && name.compare(0, 3, "(& ") == 0 && name.back() == ')') name = name.substr(3, name.size() - 4);
+  std::lock_guard<std::mutex> lk(registry_mutex());
+  Known& k = registry()[fn];
+  if (!k.launcher) k.launcher = launcher;
+  if (k.name && *k.name) return;
+  static auto* names = new std::set<std::string>();  // kept for the process, as the map is
+  k.name = names->insert(name).first->c_str();
+  k.from_load = true;
 }
 
 UntypedLauncher find_kernel(const void* fn, const char** name) {

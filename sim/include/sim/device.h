@@ -192,10 +192,22 @@ inline void __trap() { ::sim::detail::device_fault("__trap() called"); }
 namespace sim::detail {
 // After the atomic operation itself: the global race check orders a block's accesses after
 // its atomics from this point (runtime/checks.cpp), never before the operation took place.
-void atomic_done();
+// `old` is the value the atomic returned (its bits), `operands` a digest of its operands: an
+// atomic that left the word as it found it, with the same operands as the thread's atomic before
+// it on that word, counts as one more read of a spin (runtime/checks.cpp, "spins").
+void atomic_done(const void* p, unsigned n, unsigned long long old, unsigned long long operands);
 template <class T>
-SIM_ATOMIC_FN T after_atomic(T v) {
-  atomic_done();
+SIM_ATOMIC_FN unsigned long long atomic_bits(T v) {
+  static_assert(sizeof(T) <= sizeof(unsigned long long), "atomic operand of at most 8 bytes");
+  unsigned long long b = 0;
+  std::memcpy(&b, &v, sizeof(T));
+  return b;
+}
+template <class T, class... O>
+SIM_ATOMIC_FN T after_atomic(const T* p, T v, O... operands) {
+  unsigned long long digest = 0;
+  ((digest = digest * 0x9E3779B97F4A7C15ull + atomic_bits(operands) + 1), ...);
+  atomic_done(p, sizeof(T), atomic_bits(v), digest);
   return v;
 }
 }  // namespace sim::detail
@@ -236,15 +248,15 @@ SIM_ATOMIC_FN T atomic_cas(T* p, T cmp, T v) {
 #define SIM_ATOMIC_ADD(T, IMPL)                                                    \
   SIM_ATOMIC_FN T atomicAdd(T* a, T v SIM_ATOMIC_SITE_) {                                 \
     SIM_ATOMIC_CHECK_("atomicAdd");                                                 \
-    return ::sim::detail::after_atomic(IMPL);                                                                    \
+    return ::sim::detail::after_atomic(a, IMPL, v);                                                                    \
   }                                                                                 \
   SIM_ATOMIC_FN T atomicAdd_block(T* a, T v SIM_ATOMIC_SITE_) {                           \
     SIM_ATOMIC_CHECK_("atomicAdd_block");                                           \
-    return ::sim::detail::after_atomic(IMPL);                                                                    \
+    return ::sim::detail::after_atomic(a, IMPL, v);                                                                    \
   }                                                                                 \
   SIM_ATOMIC_FN T atomicAdd_system(T* a, T v SIM_ATOMIC_SITE_) {                          \
     SIM_ATOMIC_CHECK_("atomicAdd_system");                                          \
-    return ::sim::detail::after_atomic(IMPL);                                                                    \
+    return ::sim::detail::after_atomic(a, IMPL, v);                                                                    \
   }
 SIM_ATOMIC_ADD(int, __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST))
 SIM_ATOMIC_ADD(unsigned int, __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST))
@@ -254,41 +266,41 @@ SIM_ATOMIC_ADD(double, ::sim::detail::atomic_cas_loop_add(a, v))
 #undef SIM_ATOMIC_ADD
 SIM_ATOMIC_FN int atomicSub(int* a, int v SIM_ATOMIC_SITE_) {
   SIM_ATOMIC_CHECK_("atomicSub");
-  return ::sim::detail::after_atomic(__atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST));
+  return ::sim::detail::after_atomic(a, __atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST), v);
 }
 SIM_ATOMIC_FN unsigned atomicSub(unsigned* a, unsigned v SIM_ATOMIC_SITE_) {
   SIM_ATOMIC_CHECK_("atomicSub");
-  return ::sim::detail::after_atomic(__atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST));
+  return ::sim::detail::after_atomic(a, __atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST), v);
 }
 
 #define SIM_ATOMIC_INT_OPS(T)                                                                     \
   SIM_ATOMIC_FN T atomicExch(T* a, T v SIM_ATOMIC_SITE_) {                                               \
     SIM_ATOMIC_CHECK_("atomicExch");                                                              \
-    return ::sim::detail::after_atomic(::sim::detail::atomic_exchange(a, v));                                                  \
+    return ::sim::detail::after_atomic(a, ::sim::detail::atomic_exchange(a, v), v);                                                  \
   }                                                                                               \
   SIM_ATOMIC_FN T atomicCAS(T* a, T cmp, T v SIM_ATOMIC_SITE_) {                                         \
     SIM_ATOMIC_CHECK_("atomicCAS");                                                               \
-    return ::sim::detail::after_atomic(::sim::detail::atomic_cas(a, cmp, v));                                                  \
+    return ::sim::detail::after_atomic(a, ::sim::detail::atomic_cas(a, cmp, v), cmp, v);                                                  \
   }                                                                                               \
   SIM_ATOMIC_FN T atomicMin(T* a, T v SIM_ATOMIC_SITE_) {                                                \
     SIM_ATOMIC_CHECK_("atomicMin");                                                               \
-    return ::sim::detail::after_atomic(::sim::detail::atomic_update(a, [v](T o) { return v < o ? v : o; }));                   \
+    return ::sim::detail::after_atomic(a, ::sim::detail::atomic_update(a, [v](T o) { return v < o ? v : o; }), v);                   \
   }                                                                                               \
   SIM_ATOMIC_FN T atomicMax(T* a, T v SIM_ATOMIC_SITE_) {                                                \
     SIM_ATOMIC_CHECK_("atomicMax");                                                               \
-    return ::sim::detail::after_atomic(::sim::detail::atomic_update(a, [v](T o) { return v > o ? v : o; }));                   \
+    return ::sim::detail::after_atomic(a, ::sim::detail::atomic_update(a, [v](T o) { return v > o ? v : o; }), v);                   \
   }                                                                                               \
   SIM_ATOMIC_FN T atomicAnd(T* a, T v SIM_ATOMIC_SITE_) {                                                \
     SIM_ATOMIC_CHECK_("atomicAnd");                                                               \
-    return ::sim::detail::after_atomic(__atomic_fetch_and(a, v, __ATOMIC_SEQ_CST));                                            \
+    return ::sim::detail::after_atomic(a, __atomic_fetch_and(a, v, __ATOMIC_SEQ_CST), v);                                            \
   }                                                                                               \
   SIM_ATOMIC_FN T atomicOr(T* a, T v SIM_ATOMIC_SITE_) {                                                 \
     SIM_ATOMIC_CHECK_("atomicOr");                                                                \
-    return ::sim::detail::after_atomic(__atomic_fetch_or(a, v, __ATOMIC_SEQ_CST));                                             \
+    return ::sim::detail::after_atomic(a, __atomic_fetch_or(a, v, __ATOMIC_SEQ_CST), v);                                             \
   }                                                                                               \
   SIM_ATOMIC_FN T atomicXor(T* a, T v SIM_ATOMIC_SITE_) {                                                \
     SIM_ATOMIC_CHECK_("atomicXor");                                                               \
-    return ::sim::detail::after_atomic(__atomic_fetch_xor(a, v, __ATOMIC_SEQ_CST));                                            \
+    return ::sim::detail::after_atomic(a, __atomic_fetch_xor(a, v, __ATOMIC_SEQ_CST), v);                                            \
   }
 SIM_ATOMIC_INT_OPS(int)
 SIM_ATOMIC_INT_OPS(unsigned int)
@@ -297,20 +309,21 @@ SIM_ATOMIC_INT_OPS(long long)
 #undef SIM_ATOMIC_INT_OPS
 SIM_ATOMIC_FN float atomicExch(float* a, float v SIM_ATOMIC_SITE_) {
   SIM_ATOMIC_CHECK_("atomicExch");
-  return ::sim::detail::after_atomic(::sim::detail::atomic_exchange(a, v));
+  return ::sim::detail::after_atomic(a, ::sim::detail::atomic_exchange(a, v), v);
 }
 SIM_ATOMIC_FN unsigned short atomicCAS(unsigned short* a, unsigned short cmp, unsigned short v SIM_ATOMIC_SITE_) {
   SIM_ATOMIC_CHECK_("atomicCAS");
-  return ::sim::detail::after_atomic(::sim::detail::atomic_cas(a, cmp, v));
+  return ::sim::detail::after_atomic(a, ::sim::detail::atomic_cas(a, cmp, v), cmp, v);
 }
 SIM_ATOMIC_FN unsigned atomicInc(unsigned* a, unsigned limit SIM_ATOMIC_SITE_) {
   SIM_ATOMIC_CHECK_("atomicInc");
-  return ::sim::detail::after_atomic(::sim::detail::atomic_update(a, [limit](unsigned o) { return o >= limit ? 0u : o + 1; }));
+  return ::sim::detail::after_atomic(a, ::sim::detail::atomic_update(a, [limit](unsigned o) { return o >= limit ? 0u : o + 1; }), limit);
 }
 SIM_ATOMIC_FN unsigned atomicDec(unsigned* a, unsigned limit SIM_ATOMIC_SITE_) {
   SIM_ATOMIC_CHECK_("atomicDec");
-  return ::sim::detail::after_atomic(::sim::detail::atomic_update(
-      a, [limit](unsigned o) { return (o == 0 || o > limit) ? limit : o - 1; }));
+  return ::sim::detail::after_atomic(
+      a, ::sim::detail::atomic_update(a, [limit](unsigned o) { return (o == 0 || o > limit) ? limit : o - 1; }),
+      limit);
 }
 
 // ---- math and bit intrinsics ---------------------------------------------------

@@ -182,8 +182,8 @@ struct KernelLaunch {
 
 // The kernels the emulator has seen with their parameter types (runtime/launch_ex.cpp): an
 // untyped launch (cudaLaunchCooperativeKernel(const void*, ...), cudaLaunchKernelExC) finds
-// its kernel's typed launcher here. A typed launch, cudaLaunchKernelEx and the typed
-// occupancy and attribute queries enter the kernel.
+// its kernel's typed launcher here. simcc's registration at load (below), a typed launch,
+// cudaLaunchKernelEx and the typed occupancy and attribute queries enter the kernel.
 using UntypedLauncher = void (*)(const void* fn, const LaunchParams& lp, void** args);
 void note_kernel(const void* fn, UntypedLauncher launcher, const char* name);
 UntypedLauncher find_kernel(const void* fn, const char** name);
@@ -206,6 +206,27 @@ inline void note_typed(void (*fn)(P...), const char* name) {
   seen[slot] = f;
   note_kernel(f, &launch_untyped<P...>, name);
 }
+
+// The registration simcc puts at the start of every kernel body (as nvcc registers each kernel
+// when the program loads): kernel_at_load<F>'s initialiser runs before main for each kernel and
+// each instantiation of a kernel template whose body the program instantiates, and enters it with
+// its parameter types (runtime/launch_ex.cpp). The name comes from __PRETTY_FUNCTION__
+// ("... [with auto F = k<float>]"); a typed use's name replaces it.
+void note_kernel_at_load(const void* fn, UntypedLauncher launcher, const char* pretty);
+template <auto F>
+const char* kernel_pretty() { return __PRETTY_FUNCTION__; }
+// A kernel with a reference (or non-copyable) parameter is not entered: no launch could pass it.
+template <class... P>
+inline bool enter_at_load(void (*fn)(P...), const char* pretty) {
+  if constexpr (((!std::is_reference_v<P> && std::is_copy_constructible_v<P>) && ...))
+    note_kernel_at_load(reinterpret_cast<const void*>(fn), &launch_untyped<P...>, pretty);
+  return true;
+}
+template <auto F>
+inline const bool kernel_at_load = enter_at_load(F, kernel_pretty<F>());
+// The overload of `f` with exactly the parameter types P (D: only to make the call dependent).
+template <class D, class... P>
+constexpr auto kernel_as(std::type_identity_t<void (*)(P...)> f) { return f; }
 
 // What SIM_KREF(k) produces: the kernel's address (or nullptr when the name does
 // not resolve to one function without the call's arguments) and a generic callable.
@@ -326,6 +347,20 @@ struct SharedArrayRef {
   operator E*() { return array(); }
 };
 }  // namespace sim
+
+// What simcc writes at the start of a kernel's body (sim/simcc, "Registration of kernels at load
+// time"): `k` names the kernel (parenthesised when it holds commas), the rest are its parameter
+// types. A `k` that names no single function (an overload set without the types) enters nothing.
+#define SIM_KERNEL_AT_LOAD_(k)                                                                  \
+  []<class SimD_ = void>() {                                                                    \
+    if constexpr (requires { ::sim::detail::fnptr<SimD_>(k); })                                 \
+      (void)&::sim::detail::kernel_at_load<::sim::detail::fnptr<SimD_>(k)>;                     \
+  }()
+#define SIM_KERNEL_AT_LOAD_AS_(k, ...)                                                          \
+  []<class SimD_ = void>() {                                                                    \
+    if constexpr (requires { ::sim::detail::kernel_as<SimD_ __VA_OPT__(,) __VA_ARGS__>(k); })   \
+      (void)&::sim::detail::kernel_at_load<::sim::detail::kernel_as<SimD_ __VA_OPT__(,) __VA_ARGS__>(k)>; \
+  }()
 
 // The kernel expression of a launch: its address when it names exactly one
 // function, and a generic callable that lets a call deduce the kernel.

@@ -1,6 +1,6 @@
 // Launches with attributes and untyped launches under the SIMT CPU emulator: cudaLaunchKernelEx
-// (typed, also inside a stream capture), cudaLaunchKernelExC and cudaLaunchCooperativeKernel
-// with `const void*` kernels, and programmatic dependent launch (PDL):
+// (typed, also inside a stream capture), cudaLaunchKernelExC, cudaLaunchKernel and
+// cudaLaunchCooperativeKernel with `const void*` kernels, and programmatic dependent launch (PDL):
 // cudaLaunchAttributeProgrammaticStreamSerialization, cudaGridDependencySynchronize() and
 // cudaTriggerProgrammaticLaunchCompletion(). Runtime: runtime/launch_ex.cpp, runtime/checks.cpp
 // (the PDL hazard); sim/docs/async.md describes the model. Tested by tests/sim/test_sim_pdl.cu.
@@ -93,9 +93,25 @@ inline cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* cfg, const void
   return ::sim::detail::untyped_launch(fn, lp, args, "cudaLaunchKernelExC");
 }
 
+// CUDA's untyped launch, (void*)kernel and args[i] pointing to argument i; the kernel is known with
+// its types (find_kernel) from the program's start (simcc's registration) or from a typed use.
+inline cudaError_t cudaLaunchKernel(const void* fn, dim3 grid, dim3 block, void** args, size_t shmem = 0,
+                                    cudaStream_t stream = nullptr, const char* file = __builtin_FILE(),
+                                    int line = __builtin_LINE()) {
+  ::sim::detail::LaunchParams lp{"kernel", file, line, grid, block, shmem, stream, fn};
+  return ::sim::detail::untyped_launch(fn, lp, args, "cudaLaunchKernel");
+}
+// The typed form CUDA's header adds (a template over the kernel's type).
+template <class... P>
+inline cudaError_t cudaLaunchKernel(void (*fn)(P...), dim3 grid, dim3 block, void** args, size_t shmem = 0,
+                                    cudaStream_t stream = nullptr, const char* file = __builtin_FILE(),
+                                    int line = __builtin_LINE()) {
+  ::sim::detail::note_typed(fn);
+  return cudaLaunchKernel(reinterpret_cast<const void*>(fn), grid, block, args, shmem, stream, file, line);
+}
+
 // CUDA's untyped cooperative launch, (void*)kernel and args[i] pointing to argument i. The kernel
-// must be known to the emulator with its types (find_kernel): launched or queried typed before
-// (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, ...), as a cooperative grid is sized).
+// is known to the emulator with its types (find_kernel) as for cudaLaunchKernel above.
 inline cudaError_t cudaLaunchCooperativeKernel(const void* fn, dim3 grid, dim3 block, void** args, size_t shmem = 0,
                                                cudaStream_t stream = nullptr, const char* file = __builtin_FILE(),
                                                int line = __builtin_LINE()) {
