@@ -57,4 +57,25 @@ __device__ U block_sum(U v, U* smem) {
   return total;
 }
 
+// The persistent steps' loss task, one warp: a step's loss and hits added to the epoch's (lane l sums
+// columns l, l + 32, ... in order, then butterflies), the calls counted, the first non-finite one kept.
+__device__ inline void loss_task(int b, const double* loss_cols, const unsigned* hit_cols, double* stats,
+                                 unsigned* counts) {
+  const int lane = int(threadIdx.x) & 31;
+  double l = 0;
+  unsigned hits = 0;
+  for (int j = lane; j < b; j += 32) l += loss_cols[j], hits += hit_cols[j];
+  for (int off = 16; off > 0; off >>= 1) {
+    l += __shfl_xor_sync(kFullMask, l, off);
+    hits += __shfl_xor_sync(kFullMask, hits, off);
+  }
+  if (lane == 0) {
+    stats[0] += l;
+    counts[0] += hits;
+    counts[1] += 1;
+    const bool finite = l - l == 0.0;  // false for inf and NaN, as layer2_finish tests it
+    if (!finite && counts[2] == 0) counts[2] = counts[1];
+  }
+}
+
 }  // namespace nn::ops_detail

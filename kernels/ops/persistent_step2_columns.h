@@ -13,6 +13,7 @@ namespace nn::persist2::detail {
 
 using ops_detail::dev_exp;
 using ops_detail::kFullMask;
+using ops_detail::loss_task;
 
 // Phase B's hidden unit h of column j: z = the slices' sums in slice order + b1, a = sigmoid(z)
 // (written to A1), w = W2's row h; everything it reads is issued before the first sum waits.
@@ -121,27 +122,6 @@ __device__ void column(const Shape2<T>& g, int j, int b, const std::uint8_t* lab
     dZ1[static_cast<std::size_t>(j) * H + h] = da * (a[u] * (T(1) - a[u]));  // ops sigmoid_backward's form
   }
   __syncthreads();  // sred and sdz are the next column's
-}
-
-// Phase C's loss task, one warp: the step's loss and hits added to the epoch's (lane l sums
-// columns l, l + 32, ... in order, then butterflies), the calls counted, the first non-finite one kept.
-__device__ inline void loss_task(int b, const double* loss_cols, const unsigned* hit_cols, double* stats,
-                                 unsigned* counts) {
-  const int lane = int(threadIdx.x) & 31;
-  double l = 0;
-  unsigned hits = 0;
-  for (int j = lane; j < b; j += 32) l += loss_cols[j], hits += hit_cols[j];
-  for (int off = 16; off > 0; off >>= 1) {
-    l += __shfl_xor_sync(kFullMask, l, off);
-    hits += __shfl_xor_sync(kFullMask, hits, off);
-  }
-  if (lane == 0) {
-    stats[0] += l;
-    counts[0] += hits;
-    counts[1] += 1;
-    const bool finite = l - l == 0.0;  // false for inf and NaN, as layer2_finish tests it
-    if (!finite && counts[2] == 0) counts[2] = counts[1];
-  }
 }
 
 // Phase C's tail, task e by one warp: e < H steps b1(e) and W2(e, :), e == H steps b2, e == H + 1

@@ -99,27 +99,11 @@ __device__ void step_layer2(const Shape4<T>& g, int b, unsigned char* sm) {
   }
 }
 
-// One warp: the step's loss and hits (the gathered columns') added to the epoch's sums, the call
-// counted, the first non-finite one kept (as layer2_finish does).
+// One warp: the step's loss and hits (the gathered columns') added to the epoch's sums
+// (ops_common.h's loss_task, as the second kernel adds them).
 template <class T>
 __device__ void add_loss(const Shape4<T>& g, int b, unsigned char* sm, double* stats, unsigned* counts) {
-  const double* loss = at<double>(sm, g.L.loss);
-  const unsigned* hit = at<unsigned>(sm, g.L.hit);
-  const int lane = int(threadIdx.x) & 31;
-  double l = 0;
-  unsigned hits = 0;
-  for (int j = lane; j < b; j += 32) l += loss[j], hits += hit[j];
-  for (int off = 16; off > 0; off >>= 1) {
-    l += __shfl_xor_sync(kFullMask, l, off);
-    hits += __shfl_xor_sync(kFullMask, hits, off);
-  }
-  if (lane == 0) {
-    stats[0] += l;
-    counts[0] += hits;
-    counts[1] += 1;
-    const bool finite = l - l == 0.0;
-    if (!finite && counts[2] == 0) counts[2] = counts[1];
-  }
+  ops_detail::loss_task(b, at<double>(sm, g.L.loss), at<unsigned>(sm, g.L.hit), stats, counts);
 }
 
 }  // namespace nn::persist4::detail
