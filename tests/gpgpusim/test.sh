@@ -111,14 +111,16 @@ wgmma_only=gemm_tf32x3_wgmma_kernel
 # only, its grid barrier's PTX does not parse here); the emulator runs it.
 coop_only=persistent_step_kernel
 coop2_only=persistent2_kernel  # the second persistent kernel: SASS only (cp.async, the grid barrier)
+# The fourth: thread block clusters (sm_90 code alone) and a cooperative launch; the emulator runs it.
+cluster_only=persistent4_kernel
 # Queried for the PTX version its code came from (kernels/common/pdl.cu), never launched.
 probe_only=pdl_probe_kernel
 defined=$(grep -h -A1 '__global__' "$here"/../../kernels/*/*.cu | grep -o '[a-z_0-9]*_kernel' | sort -u)
 executed=$(sed -n 's/^GPGPU-Sim: Performing Functional Simulation, executing kernel \(.*\)\.\.\.$/\1/p' \
              "$out"/sim-kernels*/sim.log 2>/dev/null | c++filt | grep -o '[a-z_0-9]*_kernel' | sort -u)
-missing=$(comm -23 <(echo "$defined") <(echo "$executed") | grep -vx -e "$cublas_only" -e "$tf32_only" -e "$wgmma_only" -e "$coop_only" -e "$coop2_only" -e "$probe_only" | tr '\n' ' ')
+missing=$(comm -23 <(echo "$defined") <(echo "$executed") | grep -vx -e "$cublas_only" -e "$tf32_only" -e "$wgmma_only" -e "$coop_only" -e "$coop2_only" -e "$cluster_only" -e "$probe_only" | tr '\n' ' ')
 if [ -n "$defined" ] && [ -z "$missing" ]; then
-  ok "every kernel of kernels/ executed on GPGPU-Sim: $(echo "$defined" | grep -cvx -e "$cublas_only" -e "$tf32_only" -e "$wgmma_only" -e "$coop_only" -e "$coop2_only" -e "$probe_only") of $(echo "$defined" | wc -l) ($cublas_only serves cuBLAS only; $tf32_only and $wgmma_only, variant 5, have no PTX: GPGPU-Sim has no TF32 MMA, no wgmma; $coop_only and $coop2_only need a cooperative launch, which it does not simulate; $probe_only is never launched)"
+  ok "every kernel of kernels/ executed on GPGPU-Sim: $(echo "$defined" | grep -cvx -e "$cublas_only" -e "$tf32_only" -e "$wgmma_only" -e "$coop_only" -e "$coop2_only" -e "$cluster_only" -e "$probe_only") of $(echo "$defined" | wc -l) ($cublas_only serves cuBLAS only; $tf32_only and $wgmma_only, variant 5, have no PTX: GPGPU-Sim has no TF32 MMA, no wgmma; $coop_only and $coop2_only need a cooperative launch, which it does not simulate, $cluster_only clusters and sm_90 too; $probe_only is never launched)"
 else
   bad "kernels of kernels/ that never executed on GPGPU-Sim: ${missing:-none found at all}"
 fi
